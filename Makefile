@@ -1,0 +1,49 @@
+# Two entry points, each doing all of its own set-up on a fresh machine:
+#   make demo   set up, then run the main job on the embedded default
+#   make test   set up, then run the test suite
+# Both are idempotent: a second run only re-installs when pyproject.toml changed.
+
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+DEB_STAMP := $(VENV)/.debian
+# Real data the embedded world is built from (Debian packages).
+DEB_PACKAGES := dataset-fashion-mnist fonts-aenigma fonts-dejavu-core
+
+.PHONY: setup demo test bench clean debian
+
+setup: $(STAMP) $(DEB_STAMP)
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# Installs the Debian data packages when missing; needs root (as on this project's machines and CI).
+$(DEB_STAMP): | $(VENV)/bin/python
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi; \
+	fi
+	touch $(DEB_STAMP)
+
+debian: $(DEB_STAMP)
+
+test: setup
+	$(PY) -m pytest -q
+
+demo: setup
+	$(VENV)/bin/platonic demo
+
+bench: setup
+	$(PY) benchmarks/bench_solve.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

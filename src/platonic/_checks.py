@@ -1,0 +1,44 @@
+"""Small input checks shared by the pure functions and the value objects."""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import InvalidInputError
+
+
+def as_matrix(name: str, value, *, rows: int | None = None, cols: int | None = None) -> torch.Tensor:
+    """Return `value` as a finite 2-D floating tensor, or raise naming `name` and what is wrong."""
+    if not isinstance(value, torch.Tensor):
+        try:
+            value = torch.as_tensor(value)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the argument's name
+            raise InvalidInputError(f"{name} must be a 2-D tensor; got {type(value).__name__} ({exc})") from None
+    if value.ndim != 2:
+        raise InvalidInputError(f"{name} must be a 2-D matrix; got shape {tuple(value.shape)} (rank {value.ndim})")
+    if value.shape[0] == 0 or value.shape[1] == 0:
+        raise InvalidInputError(f"{name} is empty (shape {tuple(value.shape)}); it needs at least one row and column")
+    if not value.is_floating_point():
+        value = value.to(torch.get_default_dtype())
+    if rows is not None and value.shape[0] != rows:
+        raise InvalidInputError(f"{name} has {value.shape[0]} rows; expected {rows}")
+    if cols is not None and value.shape[1] != cols:
+        raise InvalidInputError(f"{name} has {value.shape[1]} columns; expected {cols}")
+    if not torch.isfinite(value).all():
+        bad = int((~torch.isfinite(value)).sum())
+        raise InvalidInputError(f"{name} contains {bad} NaN/Inf entries; check the embeddings or descriptor that produced it")
+    return value
+
+
+def as_finite_scalar(name: str, value) -> float:
+    """Return `value` as a finite Python float, or raise naming `name`."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise InvalidInputError(f"{name} must be a scalar; got a tensor of shape {tuple(value.shape)}")
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError(f"{name} must be a real number; got {type(value).__name__}")
+    value = float(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InvalidInputError(f"{name} must be finite; got {value}")
+    return value

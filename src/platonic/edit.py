@@ -1,0 +1,277 @@
+"""Edit sites: where an operator lands in a model, and folding it in (method.md §1.3).
+
+One small type per form in which the last map onto the embedding space appears. Each knows which
+operator form it takes and how to fold and invert it:
+
+| site                   | tower computes                 | operator          | fold                                  |
+|------------------------|--------------------------------|-------------------|---------------------------------------|
+| `ProjectionParameter`  | z = x @ P, P (w, d)            | linear A (d, d)   | P <- P (I + alpha A)^T                |
+| `LinearSite`           | z = W x + b, W (d, w)          | linear A (d, d)   | W <- (I + alpha A) W, b <- (I + alpha A) b |
+| `HeadAffineSite`       | z = a + W2 u + b2, W2 (d, p)   | head B (p + 1, d) | W2 <- W2 + alpha dW, b2 <- b2 + alpha db, [dW^T; db^T] = B |
+| `AppendedLinearSite`   | z = tower(x), no final linear  | linear A (d, d)   | a d x d Linear (identity) is appended, then as `LinearSite` |
+
+So the projection forms give z -> (I + alpha A) z and the head form z -> z + alpha (dW u + db), exactly:
+inference cost, parameter count and architecture are unchanged (the appended layer adds d^2).
+
+`fold` returns a `FoldRecord` holding a copy of the weights it changed; `unfold(record)` restores them
+bit-exactly. `unfold_by_inversion(site, operator, alpha)` needs no copy and restores to float rounding
+(about 1e-6 relative in float32) by applying the inverse edit.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from ._checks import as_finite_scalar
+from .bank import Operator
+from .errors import EditSiteError
+
+
+class EditSite(ABC):
+    """Where an edit lands. Subclasses set `form` ("linear" or "head_affine")."""
+
+    form: ClassVar[str]
+
+    @property
+    @abstractmethod
+    def out_dim(self) -> int:
+        """d, the embedding width the site writes."""
+
+    @abstractmethod
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The parameters a fold changes, by name (live references)."""
+
+    @abstractmethod
+    def _apply(self, delta: torch.Tensor, alpha: float) -> None:
+        """Fold `alpha * delta` (float64) into the parameters, in place."""
+
+    @abstractmethod
+    def _invert(self, delta: torch.Tensor, alpha: float) -> None:
+        """Undo `_apply(delta, alpha)` without a saved copy."""
+
+    def expected_delta_shape(self) -> tuple[int, int]:
+        return (self.out_dim, self.out_dim)
+
+    def check(self, operator: Operator) -> torch.Tensor:
+        if not isinstance(operator, Operator):
+            raise EditSiteError(f"fold needs an Operator; got {type(operator).__name__}")
+        if operator.form != self.form:
+            raise EditSiteError(
+                f"{type(self).__name__} takes a {self.form!r} operator but got a {operator.form!r} one "
+                f"({operator.label}); solve the descriptor for this site's form"
+            )
+        if tuple(operator.delta.shape) != self.expected_delta_shape():
+            raise EditSiteError(
+                f"operator {operator.label} has shape {tuple(operator.delta.shape)} but "
+                f"{type(self).__name__} needs {self.expected_delta_shape()}; it was solved for another model"
+            )
+        return operator.delta.detach().to(device="cpu", dtype=torch.float64)
+
+    def describe(self) -> str:
+        return f"{type(self).__name__}(d={self.out_dim})"
+
+
+def _param(module: nn.Module, name: str) -> torch.Tensor:
+    value = getattr(module, name, None)
+    if not isinstance(value, torch.Tensor):
+        raise EditSiteError(f"{type(module).__name__} has no tensor attribute {name!r} to edit")
+    return value
+
+
+@torch.no_grad()
+def _assign(param: torch.Tensor, value64: torch.Tensor) -> None:
+    param.copy_(value64.to(dtype=param.dtype, device=param.device))
+
+
+class ProjectionParameter(EditSite):
+    """A projection parameter P (w, d) used as z = x @ P (open_clip's `visual.proj`)."""
+
+    form = "linear"
+
+    def __init__(self, module: nn.Module, name: str = "proj"):
+        self.module, self.name = module, name
+        P = _param(module, name)
+        if P.ndim != 2:
+            raise EditSiteError(f"projection {name!r} must be a matrix; got shape {tuple(P.shape)}")
+
+    @property
+    def P(self) -> torch.Tensor:
+        return _param(self.module, self.name)
+
+    @property
+    def out_dim(self) -> int:
+        return self.P.shape[1]
+
+    def tensors(self):
+        return {self.name: self.P}
+
+    def _apply(self, delta, alpha):
+        M = torch.eye(self.out_dim, dtype=torch.float64) + alpha * delta
+        _assign(self.P, self.P.to(torch.float64).cpu() @ M.T)
+
+    def _invert(self, delta, alpha):
+        M = torch.eye(self.out_dim, dtype=torch.float64) + alpha * delta
+        # P_old = P_new ((I + aA)^T)^{-1}  <=>  solve (I + aA) P_old^T = P_new^T
+        _assign(self.P, torch.linalg.solve(M, self.P.to(torch.float64).cpu().T).T)
+
+
+class LinearSite(EditSite):
+    """A Linear layer z = W x + b onto the embedding space (HF `visual_projection`, `trunk.head`)."""
+
+    form = "linear"
+
+    def __init__(self, linear: nn.Linear):
+        if not isinstance(linear, nn.Linear):
+            raise EditSiteError(f"LinearSite needs an nn.Linear; got {type(linear).__name__}")
+        self.linear = linear
+
+    @property
+    def out_dim(self) -> int:
+        return self.linear.out_features
+
+    def tensors(self):
+        out = {"weight": self.linear.weight}
+        if self.linear.bias is not None:
+            out["bias"] = self.linear.bias
+        return out
+
+    def _left_multiply(self, M: torch.Tensor) -> None:
+        W = self.linear.weight
+        _assign(W, M @ W.to(torch.float64).cpu())
+        if self.linear.bias is not None:
+            b = self.linear.bias
+            _assign(b, M @ b.to(torch.float64).cpu())
+
+    def _apply(self, delta, alpha):
+        self._left_multiply(torch.eye(self.out_dim, dtype=torch.float64) + alpha * delta)
+
+    def _invert(self, delta, alpha):
+        self._left_multiply(torch.linalg.inv(torch.eye(self.out_dim, dtype=torch.float64) + alpha * delta))
+
+
+class HeadAffineSite(EditSite):
+    """The last affine of a residual pooling head, z = a + W2 u + b2 (SigLIP's `head.mlp.fc2`).
+
+    Takes a head update B (p + 1, d) = [dW^T; db^T] solved with the design matrix
+    H = [u; 1] / ||z|| (`platonic.solve.head_design_matrix`). The affine must have a bias.
+    """
+
+    form = "head_affine"
+
+    def __init__(self, linear: nn.Linear):
+        if not isinstance(linear, nn.Linear):
+            raise EditSiteError(f"HeadAffineSite needs an nn.Linear; got {type(linear).__name__}")
+        if linear.bias is None:
+            raise EditSiteError("HeadAffineSite needs an affine with a bias (B's last row is the bias update)")
+        self.linear = linear
+
+    @property
+    def out_dim(self) -> int:
+        return self.linear.out_features
+
+    @property
+    def in_dim(self) -> int:
+        return self.linear.in_features
+
+    def expected_delta_shape(self):
+        return (self.in_dim + 1, self.out_dim)
+
+    def tensors(self):
+        return {"weight": self.linear.weight, "bias": self.linear.bias}
+
+    def _add(self, delta, scale):
+        W, b = self.linear.weight, self.linear.bias
+        _assign(W, W.to(torch.float64).cpu() + scale * delta[:-1].T)
+        _assign(b, b.to(torch.float64).cpu() + scale * delta[-1])
+
+    def _apply(self, delta, alpha):
+        self._add(delta, alpha)
+
+    def _invert(self, delta, alpha):
+        self._add(delta, -alpha)
+
+
+class IdentityAppendedLinear(nn.Module):
+    """`inner` followed by a bias-free d x d Linear that starts as the identity."""
+
+    def __init__(self, inner: nn.Module, dim: int):
+        super().__init__()
+        self.inner = inner
+        self.linear = nn.Linear(dim, dim, bias=False)
+        ref = next(iter(inner.parameters()), None)
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.eye(dim))
+        if ref is not None:
+            self.linear.to(dtype=ref.dtype, device=ref.device)
+
+    def forward(self, *args, **kwargs):
+        return self.linear(self.inner(*args, **kwargs))
+
+
+class AppendedLinearSite(LinearSite):
+    """For towers with no final linear map: append a d x d identity Linear and edit that.
+
+    `AppendedLinearSite.install(parent, "attr", d)` replaces `parent.attr` by
+    `IdentityAppendedLinear(parent.attr, d)` (outputs unchanged until a fold); `remove()` puts the
+    original module back.
+    """
+
+    def __init__(self, parent: nn.Module, attr: str, wrapper: IdentityAppendedLinear):
+        super().__init__(wrapper.linear)
+        self.parent, self.attr, self.wrapper = parent, attr, wrapper
+
+    @classmethod
+    def install(cls, parent: nn.Module, attr: str, dim: int) -> "AppendedLinearSite":
+        inner = getattr(parent, attr, None)
+        if not isinstance(inner, nn.Module):
+            raise EditSiteError(f"{type(parent).__name__}.{attr} is not a module; cannot append a linear after it")
+        if isinstance(inner, IdentityAppendedLinear):
+            return cls(parent, attr, inner)
+        wrapper = IdentityAppendedLinear(inner, dim)
+        setattr(parent, attr, wrapper)
+        return cls(parent, attr, wrapper)
+
+    def remove(self) -> None:
+        setattr(self.parent, self.attr, self.wrapper.inner)
+
+
+@dataclass
+class FoldRecord:
+    """What `fold` did: the site, operator, strength, and a copy of the weights before it."""
+
+    site: EditSite
+    operator: Operator
+    alpha: float
+    original: dict[str, torch.Tensor]
+
+
+def fold(site: EditSite, operator: Operator, alpha: float = 0.5) -> FoldRecord:
+    """Fold `operator` into `site` at strength `alpha`, in place; returns a record for `unfold`."""
+    alpha = as_finite_scalar("alpha", alpha)
+    delta = site.check(operator)
+    original = {name: t.detach().clone() for name, t in site.tensors().items()}
+    site._apply(delta, alpha)
+    return FoldRecord(site=site, operator=operator, alpha=alpha, original=original)
+
+
+@torch.no_grad()
+def unfold(record: FoldRecord) -> str:
+    """Restore the weights saved by `fold`, bit for bit. Returns "exact"."""
+    for name, live in record.site.tensors().items():
+        live.copy_(record.original[name])
+    return "exact"
+
+
+def unfold_by_inversion(site: EditSite, operator: Operator, alpha: float) -> str:
+    """Undo a fold with no saved copy by applying its inverse; returns "inverted".
+
+    Exact in exact arithmetic; in float32 the weights come back to about 1e-6 relative.
+    """
+    alpha = as_finite_scalar("alpha", alpha)
+    site._invert(site.check(operator), alpha)
+    return "inverted"

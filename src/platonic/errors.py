@@ -1,0 +1,27 @@
+"""Error types. Every message names the problem and, where there is one, the fix."""
+
+from __future__ import annotations
+
+
+class PlatonicError(Exception):
+    """Base class of every error platonic raises on purpose."""
+
+
+class InvalidInputError(PlatonicError, ValueError):
+    """An argument is ill-formed: wrong rank or shape, NaN/Inf, empty, duplicated."""
+
+
+class GridMismatchError(PlatonicError, ValueError):
+    """Two objects measured on different probe grids were combined where one grid is required."""
+
+
+class ArtifactError(PlatonicError, OSError):
+    """A file is missing, truncated, foreign, or of another kind or format version."""
+
+
+class FingerprintMismatchError(PlatonicError, ValueError):
+    """An operator solved for one target model was applied to another."""
+
+
+class EditSiteError(PlatonicError, ValueError):
+    """An operator does not fit the edit site it is folded into (form or shape)."""

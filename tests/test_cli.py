@@ -1,0 +1,52 @@
+"""The command line: inspect each artifact kind, clear errors, the demo."""
+
+import re
+
+from helpers import make_descriptor
+from test_storage import make_operator
+from typer.testing import CliRunner
+
+from platonic import OperatorBank
+from platonic.cli import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    result = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+    return result.exit_code, result.output
+
+
+def test_inspect_descriptor_operator_bank(tmp_path):
+    make_descriptor(seed=1).save(tmp_path / "d.utd")
+    code, out = run("inspect", tmp_path / "d.utd")
+    assert code == 0 and "platonic descriptor" in out and "(6, 3)" in out and "task      toy" in out
+    make_operator().save(tmp_path / "op")
+    code, out = run("inspect", tmp_path / "op")
+    assert code == 0 and "platonic operator" in out and "+1*toy@model-a" in out
+    OperatorBank("fp-target", [make_operator("a"), make_operator("b", seed=1)]).save(tmp_path / "bank")
+    code, out = run("inspect", tmp_path / "bank")
+    assert code == 0 and "entries   2" in out and "+1*a@model-a" in out and "+1*b@model-a" in out
+    code, out = run("inspect", "--json", tmp_path / "bank")
+    assert code == 0 and '"kind": "bank"' in out
+
+
+def test_inspect_bad_file_is_a_clear_error_not_a_traceback(tmp_path):
+    (tmp_path / "junk").write_text("not a tensor file")
+    code, out = run("inspect", tmp_path / "junk")
+    assert code == 2
+    assert "error:" in out and "not a readable safetensors file" in out
+    assert "Traceback" not in out
+
+
+def test_demo_runs_and_is_deterministic():
+    code1, out1 = run("demo")
+    code2, out2 = run("demo")
+    assert code1 == 0 and code2 == 0
+    assert out1 == out2
+    assert re.search(r"toy-0-d48\s+│\s+toy-1-d80", out1)
+
+
+def test_version():
+    code, out = run("--version")
+    assert code == 0 and out.startswith("platonic ")

@@ -1,0 +1,20 @@
+"""The README's Python example runs as written."""
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert blocks, "README has no python example"
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0], "README.md", "exec"), {})  # noqa: S102 - our own README
+    assert "solve residual" in capsys.readouterr().out
+    assert (tmp_path / "digits.utd").exists()
+
+
+def test_readme_shows_the_two_commands():
+    text = README.read_text()
+    assert "make demo" in text and "make test" in text
