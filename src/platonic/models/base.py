@@ -1,0 +1,153 @@
+"""The `DualEncoder` interface every backend implements (open_clip, transformers, the embedded world).
+
+A backend says how to encode probes and prompts, where its edit lands (`edit_site`), which modules
+LoRA should target, and how to write itself back in its own format. Everything platonic does to a
+model (measure, solve, fold, export) goes through this interface; nothing guesses from model names.
+
+Probes are the *canonical* tensor shared by all models: images as (N, 3, 224, 224) uint8, audio as
+(N, samples) float. Each backend turns them into its own input (`prepare_probes`), e.g. a bilinear
+resize to its input size and its own mean/std normalisation (method.md §1.6: every model sees the
+same pixels).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from ..edit import EditSite, HeadAffineSite
+
+
+@dataclass(frozen=True)
+class ProbeEmbeddings:
+    """Tower outputs for a batch of probes.
+
+    z: (N, d) unnormalised embeddings; u: (N, p) inputs of the edit site's affine when the site is a
+    residual-head affine (None otherwise), needed for the design matrix H = [u; 1] / ||z||.
+    """
+
+    z: torch.Tensor
+    u: torch.Tensor | None = None
+
+
+class DualEncoder(ABC):
+    """One image-text (or audio-text) dual encoder.
+
+    Subclasses set `spec`, `modality` ("image" or "audio") and implement the abstract members.
+    """
+
+    spec: str
+    modality: str = "image"
+
+    # -- what a backend provides ----------------------------------------------------------------
+    @property
+    @abstractmethod
+    def tower(self) -> nn.Module:
+        """The image (or audio) tower: the module a fine-tune changes and an edit lands in."""
+
+    @property
+    @abstractmethod
+    def embed_dim(self) -> int:
+        """d, the width of the shared embedding space."""
+
+    @property
+    @abstractmethod
+    def edit_site(self) -> EditSite:
+        """Where an operator folds in (one of platonic.edit's site types)."""
+
+    @property
+    def lora_target_modules(self) -> list[str]:
+        """Names (peft `target_modules` suffixes) of the tower's attention projections for LoRA."""
+        return []
+
+    @abstractmethod
+    def prepare_probes(self, probes: torch.Tensor) -> torch.Tensor:
+        """Canonical probes -> the tower's input batch (resize, normalise), on the model's device."""
+
+    @abstractmethod
+    def _forward_tower(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Tower inputs (B, ...) -> unnormalised embeddings (B, d)."""
+
+    @abstractmethod
+    def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """Prompts -> unnormalised text embeddings (M, d), under inference mode."""
+
+    @abstractmethod
+    def architecture_id(self) -> str:
+        """A string that names the architecture exactly (class, config), part of the fingerprint."""
+
+    @abstractmethod
+    def save(self, path, provenance: dict | None = None) -> None:
+        """Write the model in its own library's format (see platonic.models.export)."""
+
+    @property
+    def module(self) -> nn.Module:
+        """The whole model (both towers); its state dict is what the fingerprint hashes."""
+        return self.tower
+
+    # -- shared behaviour -----------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return next(self.module.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.module.parameters()).dtype
+
+    def weights_digest(self) -> str:
+        """sha256 over the state dict (names, dtypes, shapes, bytes), in name order."""
+        h = hashlib.sha256()
+        for name, t in sorted(self.module.state_dict().items()):
+            t = t.detach().cpu().contiguous()
+            h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        return h.hexdigest()
+
+    @property
+    def fingerprint(self) -> str:
+        """Architecture + weights digest of the model as loaded (before any platonic edit)."""
+        cached = getattr(self, "_fingerprint", None)
+        if cached is None:
+            arch = hashlib.sha256(self.architecture_id().encode()).hexdigest()[:16]
+            cached = f"{arch}-{self.weights_digest()[:32]}"
+            self._fingerprint = cached
+        return cached
+
+    @torch.inference_mode()
+    def encode_probes(self, probes: torch.Tensor, batch_size: int = 64, progress: bool = False) -> ProbeEmbeddings:
+        """Canonical probes (N, ...) -> ProbeEmbeddings(z (N, d), u (N, p) or None), batched."""
+        from ..progress import track
+
+        site = self.edit_site
+        captured: list[torch.Tensor] = []
+        hook = None
+        if isinstance(site, HeadAffineSite):
+            hook = site.linear.register_forward_hook(lambda mod, args, out: captured.append(args[0].detach()))
+        was_training = self.tower.training
+        self.tower.eval()
+        zs = []
+        try:
+            starts = range(0, probes.shape[0], batch_size)
+            for start in track(starts, description=f"encoding {probes.shape[0]} probes", enabled=progress):
+                zs.append(self._forward_tower(self.prepare_probes(probes[start : start + batch_size])).float().cpu())
+        finally:
+            if hook is not None:
+                hook.remove()
+            self.tower.train(was_training)
+        u = None
+        if captured:
+            u = torch.cat([c.float().cpu().reshape(-1, c.shape[-1]) for c in captured])
+            if u.shape[0] != probes.shape[0]:
+                raise RuntimeError(
+                    f"{self.spec}: the head affine ran on {u.shape[0]} rows for {probes.shape[0]} probes; "
+                    "it is not a per-image last map, so it cannot take a head edit"
+                )
+        return ProbeEmbeddings(z=torch.cat(zs), u=u)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec!r}, d={self.embed_dim}, site={self.edit_site.describe()})"
