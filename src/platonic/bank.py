@@ -21,6 +21,7 @@ import torch
 from ._checks import as_finite_scalar, as_matrix
 from .descriptor import Descriptor, ProbeGrid, Provenance, utc_now
 from .errors import ArtifactError, FingerprintMismatchError, InvalidInputError
+from .hashing import tensor_digest
 from .solve import DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver, relative_residual
 from .storage import read_artifact, require_keys, write_artifact
 
@@ -34,9 +35,18 @@ class Term:
     coefficient: float
     source: str
     task: str
+    descriptor_digest: str = ""  # sha256 of the descriptor matrix the operator was solved from
 
     def to_json(self) -> dict:
-        return {"coefficient": self.coefficient, "source": self.source, "task": self.task}
+        return {"coefficient": self.coefficient, "source": self.source, "task": self.task,
+                "descriptor_digest": self.descriptor_digest}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Term":
+        return cls(float(data["coefficient"]), data["source"], data["task"], data.get("descriptor_digest", ""))
+
+    def scaled(self, c: float) -> "Term":
+        return Term(c * self.coefficient, self.source, self.task, self.descriptor_digest)
 
 
 @dataclass(frozen=True)
@@ -109,7 +119,7 @@ class Operator:
             delta=delta.contiguous(),
             form=form,
             target=target,
-            terms=(Term(1.0, descriptor.provenance.source, descriptor.task),),
+            terms=(Term(1.0, descriptor.provenance.source, descriptor.task, tensor_digest(descriptor.matrix)),),
             grid=descriptor.grid,
             mu_a=solver.mu_a,
             mu_b=solver.mu_b,
@@ -137,7 +147,7 @@ class Operator:
                 f"cannot add a {self.form} operator {tuple(self.delta.shape)} and a {other.form} operator "
                 f"{tuple(other.delta.shape)}; they fold into different edit sites"
             )
-        terms = self.terms + tuple(Term(sign * t.coefficient, t.source, t.task) for t in other.terms)
+        terms = self.terms + tuple(t.scaled(sign) for t in other.terms)
         return Operator(
             delta=self.delta + sign * other.delta.to(self.delta.dtype),
             form=self.form,
@@ -170,7 +180,7 @@ class Operator:
             delta=self.delta * c,
             form=self.form,
             target=self.target,
-            terms=tuple(Term(c * t.coefficient, t.source, t.task) for t in self.terms),
+            terms=tuple(t.scaled(c) for t in self.terms),
             grid=self.grid,
             mu_a=self.mu_a,
             mu_b=self.mu_b,
@@ -209,7 +219,7 @@ class Operator:
             delta=delta,
             form=meta["form"],
             target=meta["target"],
-            terms=tuple(Term(float(t["coefficient"]), t["source"], t["task"]) for t in meta["terms"]),
+            terms=tuple(Term.from_json(t) for t in meta["terms"]),
             grid=ProbeGrid.from_json(meta["grid"]) if meta.get("grid") else None,
             mu_a=meta.get("mu_a"),
             mu_b=meta.get("mu_b"),

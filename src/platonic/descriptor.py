@@ -19,10 +19,8 @@ Scalars multiply and divide either; `sum()` works (`0 + d` is `d`).
 
 from __future__ import annotations
 
-import hashlib
-import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Sequence, TypeVar
 
@@ -30,6 +28,7 @@ import torch
 
 from ._checks import as_finite_scalar, as_matrix
 from .errors import GridMismatchError, InvalidInputError
+from .hashing import tensor_digest
 
 T = TypeVar("T")
 
@@ -56,11 +55,7 @@ def digest_probes(probes: torch.Tensor) -> str:
         raise InvalidInputError(f"probes must be a tensor; got {type(probes).__name__}")
     if probes.ndim == 0 or probes.shape[0] == 0:
         raise InvalidInputError(f"probes must hold at least one probe along dim 0; got shape {tuple(probes.shape)}")
-    t = probes.detach().cpu().contiguous()
-    h = hashlib.sha256()
-    h.update(f"{t.dtype}|{tuple(t.shape)}|".encode())
-    h.update(t.view(torch.uint8).numpy().tobytes() if t.dtype != torch.bool else t.numpy().tobytes())
-    return h.hexdigest()
+    return tensor_digest(probes)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,28 @@ import torch
 from torch import nn
 
 from ..edit import EditSite, HeadAffineSite
+from ..hashing import update_with_tensor
+
+
+QUERY_VALUE_NAMES = ("q_proj", "v_proj", "q", "v", "query", "value")
+
+
+def attention_projection_names(tower: nn.Module) -> list[str]:
+    """Leaf names of the tower's attention query/value projections, for peft `target_modules`.
+
+    Separate q/v projections where the tower has them; else fused `qkv` Linears; else packed
+    nn.MultiheadAttention modules (open_clip's own towers).
+    """
+    separate, fused, packed = set(), set(), set()
+    for name, module in tower.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if isinstance(module, nn.Linear) and leaf in QUERY_VALUE_NAMES:
+            separate.add(leaf)
+        elif isinstance(module, nn.Linear) and leaf == "qkv":
+            fused.add(leaf)
+        elif isinstance(module, nn.MultiheadAttention):
+            packed.add(leaf)
+    return sorted(separate or fused or packed)
 
 
 @dataclass(frozen=True)
@@ -63,7 +85,7 @@ class DualEncoder(ABC):
     @property
     def lora_target_modules(self) -> list[str]:
         """Names (peft `target_modules` suffixes) of the tower's attention projections for LoRA."""
-        return []
+        return attention_projection_names(self.tower)
 
     @abstractmethod
     def prepare_probes(self, probes: torch.Tensor) -> torch.Tensor:
@@ -103,9 +125,7 @@ class DualEncoder(ABC):
         """sha256 over the state dict (names, dtypes, shapes, bytes), in name order."""
         h = hashlib.sha256()
         for name, t in sorted(self.module.state_dict().items()):
-            t = t.detach().cpu().contiguous()
-            h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+            update_with_tensor(h, t, name)
         return h.hexdigest()
 
     @property

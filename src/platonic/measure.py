@@ -1,0 +1,190 @@
+"""Measuring descriptors on real models, and the target-side embeddings a solve needs.
+
+- `measure(pre, finetuned, probes, prompts, task)`: UTD = <f_ft(x), g(p)> - <f_pre(x), g(p)> with the
+  pre-trained model's frozen text tower g (method.md §1.1).
+- `target_grid(model, probes, prompts)`: (F or H, G) for `Operator.solve` on the target.
+- `EmbeddingCache`: embeddings on disk keyed by model fingerprint + probe (or prompt) digest, so a
+  second measurement runs no forward pass.
+- `ProbeStore`: canonical probe tensors by digest, so a descriptor's probes can be found again.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .descriptor import Descriptor, ProbeGrid, Provenance
+from .edit import HeadAffineSite
+from .errors import InvalidInputError
+from .hashing import tensor_digest
+from .models import DualEncoder, ProbeEmbeddings, load_model
+from .models.images import canonical_images
+from .paths import cache_dir
+from .solve import head_design_matrix
+from .storage import atomic_write
+
+
+def canonical_probes(model: DualEncoder, probes) -> torch.Tensor:
+    """The canonical probe tensor for `model`'s modality: (N, 3, 224, 224) uint8 images or (N, S) float audio."""
+    if model.modality == "audio":
+        if not isinstance(probes, torch.Tensor) or probes.ndim != 2 or not probes.is_floating_point():
+            raise InvalidInputError("audio probes must be one float tensor of waveforms (N, samples)")
+        return probes.contiguous()
+    return canonical_images(probes)
+
+
+class EmbeddingCache:
+    """safetensors files under `root`, one per (model fingerprint, content digest)."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root) if root is not None else cache_dir("embeddings")
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, fingerprint: str, digest: str, kind: str) -> Path:
+        return self.root / f"{fingerprint}-{digest[:32]}.{kind}.safetensors"
+
+    def probes(self, model: DualEncoder, probes: torch.Tensor, batch_size: int = 64, progress: bool = True) -> ProbeEmbeddings:
+        path = self._path(model.fingerprint, tensor_digest(probes), "probes")
+        if path.exists():
+            data = load_file(str(path))
+            return ProbeEmbeddings(z=data["z"], u=data.get("u"))
+        emb = model.encode_probes(probes, batch_size=batch_size, progress=progress)
+        tensors = {"z": emb.z} if emb.u is None else {"z": emb.z, "u": emb.u}
+        atomic_write(path, lambda tmp: save_file(tensors, tmp))
+        return emb
+
+    def texts(self, model: DualEncoder, prompts: Sequence[str]) -> torch.Tensor:
+        digest = hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()
+        path = self._path(model.fingerprint, digest, "texts")
+        if path.exists():
+            return load_file(str(path))["g"]
+        g = model.encode_texts(prompts)
+        atomic_write(path, lambda tmp: save_file({"g": g.contiguous()}, tmp))
+        return g
+
+
+class ProbeStore:
+    """Canonical probe tensors by sha256 digest (the digest a ProbeGrid records)."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root) if root is not None else cache_dir("probes")
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def put(self, probes: torch.Tensor) -> str:
+        digest = tensor_digest(probes)
+        path = self.root / f"{digest}.safetensors"
+        if not path.exists():
+            atomic_write(path, lambda tmp: save_file({"probes": probes.contiguous()}, tmp))
+        return digest
+
+    def get(self, digest: str) -> torch.Tensor:
+        path = self.root / f"{digest}.safetensors"
+        if not path.exists():
+            raise InvalidInputError(
+                f"the probes with digest {digest[:16]}… are not in the probe store ({self.root}); "
+                "pass them explicitly (--probes), the same ones the descriptor was measured on"
+            )
+        return load_file(str(path))["probes"]
+
+
+def load_finetuned(pre: DualEncoder, finetuned) -> DualEncoder:
+    """The fine-tuned model: a spec or DualEncoder, a (partial) safetensors state dict, or a peft LoRA dir."""
+    if isinstance(finetuned, DualEncoder):
+        return finetuned
+    path = Path(str(finetuned))
+    if path.is_file() and path.suffix == ".safetensors":
+        return _with_state_dict(pre, path)
+    if path.is_dir() and (path / "adapter_config.json").exists():
+        return _with_lora_adapter(pre, path)
+    if isinstance(finetuned, str) and not path.exists():
+        return load_model(finetuned, device=pre.device)
+    raise InvalidInputError(
+        f"cannot read the fine-tune {finetuned!r}: give a model spec, a .safetensors state dict (full or "
+        "partial), or a peft LoRA adapter directory (with adapter_config.json)"
+    )
+
+
+def _copy_model(pre: DualEncoder) -> DualEncoder:
+    ft = copy.deepcopy(pre)
+    ft._fingerprint = None  # weights are about to change
+    return ft
+
+
+def _with_state_dict(pre: DualEncoder, path: Path) -> DualEncoder:
+    state = load_file(str(path))
+    ft = _copy_model(pre)
+    own = ft.module.state_dict()
+    unknown = [k for k in state if k not in own]
+    if unknown:
+        raise InvalidInputError(
+            f"{path}: {len(unknown)} tensors do not exist in {pre.spec} (e.g. {unknown[:3]}); "
+            "is it a fine-tune of another architecture?"
+        )
+    bad = [k for k in state if tuple(state[k].shape) != tuple(own[k].shape)]
+    if bad:
+        raise InvalidInputError(f"{path}: tensor {bad[0]} has shape {tuple(state[bad[0]].shape)}, "
+                                f"the model's is {tuple(own[bad[0]].shape)}")
+    ft.module.load_state_dict(state, strict=False)
+    return ft
+
+
+def _with_lora_adapter(pre: DualEncoder, path: Path) -> DualEncoder:
+    """Merge a peft LoRA adapter trained on the model's tower (or on the whole model) into a copy."""
+    from peft import PeftConfig, get_peft_model, set_peft_model_state_dict
+    from peft.utils import load_peft_weights
+
+    config = PeftConfig.from_pretrained(str(path))
+    weights = load_peft_weights(str(path))
+    for attach in ("tower", "module"):
+        ft = _copy_model(pre)
+        root = getattr(ft, attach)
+        try:
+            peft_model = get_peft_model(root, copy.deepcopy(config))
+        except ValueError:
+            continue  # target modules not found under this root
+        result = set_peft_model_state_dict(peft_model, weights)
+        if not result.unexpected_keys:
+            peft_model.merge_and_unload()  # merges into `root` in place
+            return ft
+    raise InvalidInputError(f"{path}: the LoRA adapter's weights match neither the tower nor the whole of {pre.spec}")
+
+
+def measure(pre, finetuned, probes, prompts: Sequence[str], task: str, *, cache: EmbeddingCache | None = None,
+            store: ProbeStore | None = None, batch_size: int = 64, progress: bool = True, device="cpu") -> Descriptor:
+    """The UTD (N, M) of `finetuned` against `pre` on `probes` x `prompts`, as a Descriptor.
+
+    pre: model spec or DualEncoder; finetuned: spec, DualEncoder, .safetensors state dict or LoRA dir;
+    probes: canonical tensor, image folder or files (audio: float (N, samples)); prompts: M class prompts.
+    """
+    pre_model = load_model(pre, device=device)
+    ft_model = load_finetuned(pre_model, finetuned)
+    canon = canonical_probes(pre_model, probes)
+    cache = cache or EmbeddingCache()
+    (store or ProbeStore()).put(canon)
+    grid = ProbeGrid.from_probes(task, list(prompts), canon)
+    z_pre = cache.probes(pre_model, canon, batch_size, progress).z
+    z_ft = cache.probes(ft_model, canon, batch_size, progress).z
+    g = cache.texts(pre_model, grid.prompts)
+    source = Provenance(source=pre_model.spec, finetune=str(finetuned if not isinstance(finetuned, DualEncoder) else finetuned.spec))
+    return Descriptor.from_embeddings(z_pre, z_ft, g, grid, source)
+
+
+def target_grid(model: DualEncoder, probes, prompts: Sequence[str], *, cache: EmbeddingCache | None = None,
+                batch_size: int = 64, progress: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """(F (N, d) or H (N, p + 1), G (M, d)) of the target on a descriptor's probes and prompts.
+
+    F = normalised embeddings for the projection forms; H = [u; 1] / ||z|| for a residual-head affine.
+    """
+    cache = cache or EmbeddingCache()
+    canon = canonical_probes(model, probes)
+    emb = cache.probes(model, canon, batch_size, progress)
+    G = torch.nn.functional.normalize(cache.texts(model, list(prompts)).double(), dim=1)
+    if isinstance(model.edit_site, HeadAffineSite):
+        return head_design_matrix(emb.u.double(), emb.z.double()), G
+    return torch.nn.functional.normalize(emb.z.double(), dim=1), G

@@ -1,0 +1,107 @@
+"""Canonical probe images: one shared 224 x 224 uint8 copy, resized per model (method.md §1.6).
+
+`canonical_images` turns files, a folder, PIL images or tensors into the (N, 3, 224, 224) uint8
+tensor every model is fed from and whose digest identifies the probes. `to_model_input` resizes it
+bilinearly to a model's input size and normalises it with that model's mean and std.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import InvalidInputError
+
+CANONICAL_SIZE = 224
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
+
+
+def _pil_to_canonical(img) -> torch.Tensor:
+    """Resize the shorter side to 224 (bilinear), centre-crop 224 x 224, as (3, 224, 224) uint8."""
+    from PIL import Image
+
+    img = img.convert("RGB")
+    w, h = img.size
+    scale = CANONICAL_SIZE / min(w, h)
+    img = img.resize((max(CANONICAL_SIZE, round(w * scale)), max(CANONICAL_SIZE, round(h * scale))), Image.BILINEAR)
+    w, h = img.size
+    left, top = (w - CANONICAL_SIZE) // 2, (h - CANONICAL_SIZE) // 2
+    img = img.crop((left, top, left + CANONICAL_SIZE, top + CANONICAL_SIZE))
+    return torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8).reshape(CANONICAL_SIZE, CANONICAL_SIZE, 3).permute(2, 0, 1)
+
+
+def image_files(folder: Path) -> list[Path]:
+    """Image files below `folder`, sorted by path (the probe order)."""
+    files = sorted(p for p in Path(folder).rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise InvalidInputError(f"no image files ({', '.join(sorted(IMAGE_SUFFIXES))}) found under {folder}")
+    return files
+
+
+def canonical_images(images) -> torch.Tensor:
+    """(N, 3, 224, 224) uint8 from a tensor, a folder, a list of files or a list of PIL images.
+
+    Tensors: uint8 (N, C, H, W), or float in [0, 1]; grey (C = 1) is repeated to RGB; other sizes are
+    resized bilinearly to 224 x 224.
+    """
+    if isinstance(images, (str, Path)):
+        images = image_files(Path(images))
+    if isinstance(images, torch.Tensor):
+        return _canonical_tensor(images)
+    items = list(images)
+    if not items:
+        raise InvalidInputError("no probe images given")
+    from PIL import Image
+
+    out = []
+    for item in items:
+        if isinstance(item, (str, Path)):
+            try:
+                with Image.open(item) as img:
+                    out.append(_pil_to_canonical(img))
+            except (OSError, ValueError) as exc:
+                raise InvalidInputError(f"cannot read probe image {item}: {exc}") from None
+        elif isinstance(item, Image.Image):
+            out.append(_pil_to_canonical(item))
+        else:
+            raise InvalidInputError(f"probe images must be files, PIL images or one tensor; got {type(item).__name__}")
+    return torch.stack(out)
+
+
+def _canonical_tensor(x: torch.Tensor) -> torch.Tensor:
+    if x.ndim != 4 or x.shape[1] not in (1, 3):
+        raise InvalidInputError(f"probe images must be a (N, 3, H, W) or (N, 1, H, W) tensor; got shape {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        raise InvalidInputError("no probe images given (N = 0)")
+    if x.is_floating_point():
+        if not torch.isfinite(x).all() or x.min() < 0 or x.max() > 1:
+            raise InvalidInputError("float probe images must be finite and in [0, 1]; pass uint8 for 0..255 pixels")
+        x = (x * 255).round().to(torch.uint8)
+    elif x.dtype != torch.uint8:
+        raise InvalidInputError(f"probe images must be uint8 or float in [0, 1]; got {x.dtype}")
+    if x.shape[1] == 1:
+        x = x.expand(-1, 3, -1, -1)
+    if tuple(x.shape[2:]) != (CANONICAL_SIZE, CANONICAL_SIZE):
+        x = F.interpolate(x.float(), size=(CANONICAL_SIZE, CANONICAL_SIZE), mode="bilinear", antialias=True, align_corners=False)
+        x = x.round().clamp(0, 255).to(torch.uint8)
+    return x.contiguous()
+
+
+def to_model_input(probes: torch.Tensor, size: int | Sequence[int], mean: Iterable[float], std: Iterable[float],
+                   device=None, dtype=torch.float32) -> torch.Tensor:
+    """Canonical uint8 probes (B, 3, 224, 224) -> normalised float input (B, 3, H, W) of a model.
+
+    x = (resize_bilinear(probes / 255, (H, W)) - mean) / std.
+    """
+    if probes.dtype != torch.uint8 or probes.ndim != 4:
+        raise InvalidInputError(f"expected canonical uint8 probes (B, 3, H, W); got {probes.dtype} {tuple(probes.shape)}")
+    size = (size, size) if isinstance(size, int) else tuple(size)
+    x = probes.to(device=device).float() / 255.0
+    if tuple(x.shape[2:]) != size:
+        x = F.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
+    mean_t = torch.tensor(list(mean), device=x.device).view(1, -1, 1, 1)
+    std_t = torch.tensor(list(std), device=x.device).view(1, -1, 1, 1)
+    return ((x - mean_t) / std_t).to(dtype)

@@ -1,0 +1,176 @@
+"""open_clip backend: `open_clip:ARCH/TAG`, `open_clip:hf-hub:ORG/NAME`, `open_clip:ARCH`, `open_clip:ARCH@FILE`.
+
+Weights come from open_clip's own loaders and cache. Exported models are safetensors state dicts that
+`open_clip.create_model(ARCH, pretrained=PATH)` loads by itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from safetensors.torch import save_file
+
+from ..edit import AppendedLinearSite, EditSite
+from ..errors import InvalidInputError
+from ..storage import atomic_write
+from . import register_backend
+from .base import DualEncoder
+from .images import to_model_input
+from .sites import OPEN_CLIP_RULES, SiteRule, discover_site
+
+OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+class OpenClipEncoder(DualEncoder):
+    """An open_clip CLIP / CustomTextCLIP / CoCa model behind the DualEncoder interface."""
+
+    def __init__(self, model: torch.nn.Module, arch: str, spec: str, tokenizer=None, edit_site: str | None = None):
+        self.model = model.eval()
+        self.arch = arch
+        self.spec = spec
+        self._tokenizer = tokenizer
+        self.site_rule: SiteRule | None = None
+        if edit_site == "append":
+            d = self._probe_embed_dim()
+            self._site: EditSite = AppendedLinearSite.install(self.model, "visual", d)
+        elif edit_site is None:
+            self._site, self.site_rule = discover_site(self.model, OPEN_CLIP_RULES)
+        else:
+            raise InvalidInputError(f"edit_site must be None (discover) or 'append'; got {edit_site!r}")
+
+    def _probe_embed_dim(self) -> int:
+        size = self.image_size
+        with torch.inference_mode():
+            return int(self.model.encode_image(torch.zeros(1, 3, *size, device=self.device, dtype=self.dtype)).shape[-1])
+
+    @property
+    def tower(self):
+        return self.model.visual
+
+    @property
+    def module(self):
+        return self.model
+
+    @property
+    def embed_dim(self) -> int:
+        return self._site.out_dim
+
+    @property
+    def edit_site(self) -> EditSite:
+        return self._site
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        size = getattr(self.model.visual, "image_size", 224)
+        return (size, size) if isinstance(size, int) else tuple(size)
+
+    @property
+    def preprocess_cfg(self) -> dict:
+        return dict(getattr(self.model.visual, "preprocess_cfg", {}) or {})
+
+    def prepare_probes(self, probes: torch.Tensor) -> torch.Tensor:
+        cfg = self.preprocess_cfg
+        return to_model_input(probes, self.image_size, cfg.get("mean", OPENAI_MEAN), cfg.get("std", OPENAI_STD),
+                              device=self.device, dtype=self.dtype)
+
+    def _forward_tower(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.model.encode_image(inputs, normalize=False)
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            import open_clip
+
+            self._tokenizer = open_clip.get_tokenizer(self.arch)
+        return self._tokenizer
+
+    @torch.inference_mode()
+    def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        tokens = self.tokenizer(list(texts)).to(self.device)
+        return self.model.encode_text(tokens, normalize=False).float().cpu()
+
+    def architecture_id(self) -> str:
+        return f"open_clip/{self.arch}/{type(self.model).__name__}/{type(self.model.visual).__name__}"
+
+    def save(self, path, provenance: dict | None = None) -> Path:
+        """Write a safetensors state dict loadable by open_clip.create_model(ARCH, pretrained=PATH).
+
+        When the edit lives in an appended linear (no final linear in the tower), open_clip cannot
+        load that layer: the file holds the unedited architecture's weights, and the appended layer
+        is written beside it as PATH.appended.safetensors, with a warning.
+        """
+        path = Path(path)
+        if path.suffix != ".safetensors":
+            raise InvalidInputError(f"open_clip loads safetensors checkpoints by their suffix; name the file *.safetensors (got {path.name})")
+        meta = {"platonic": json.dumps({"arch": self.arch, "spec": self.spec, **(provenance or {})}, sort_keys=True)}
+        site = self._site
+        if isinstance(site, AppendedLinearSite):
+            appended = {"weight": site.linear.weight.detach().cpu().contiguous()}
+            site.remove()
+            try:
+                state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
+            finally:
+                AppendedLinearSite.install(site.parent, site.attr, site.out_dim)
+                self._site = AppendedLinearSite(site.parent, site.attr, getattr(site.parent, site.attr))
+            side = path.with_name(path.name.removesuffix(".safetensors") + ".appended.safetensors")
+            atomic_write(side, lambda tmp: save_file(appended, tmp, metadata=meta))
+            warnings.warn(f"{self.arch} has no final linear map; the edit is in an appended layer saved to {side}, "
+                          f"which open_clip alone does not load", stacklevel=2)
+        else:
+            state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
+        return atomic_write(path, lambda tmp: save_file(state, tmp, metadata=meta))
+
+
+def _check_arch(arch: str) -> None:
+    import open_clip
+
+    known = open_clip.list_models()
+    if arch not in known:
+        close = difflib.get_close_matches(arch, known, n=5)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see open_clip.list_models()"
+        raise InvalidInputError(f"open_clip has no architecture {arch!r}{hint}")
+
+
+def load_open_clip(rest: str, device="cpu", dtype=None, tokenizer=None, edit_site: str | None = None) -> OpenClipEncoder:
+    """Load `open_clip:<rest>` (see the module docstring)."""
+    import open_clip
+
+    spec = f"open_clip:{rest}"
+    if rest.startswith("hf-hub:"):
+        arch, pretrained = rest, None
+        model = open_clip.create_model(rest, device=device)
+    else:
+        if "@" in rest:
+            arch, pretrained = rest.split("@", 1)
+            if not Path(pretrained).is_file():
+                raise InvalidInputError(f"{spec}: weights file {pretrained} does not exist")
+        elif "/" in rest:
+            arch, pretrained = rest.split("/", 1)
+        else:
+            arch, pretrained = rest, None
+        _check_arch(arch)
+        if "/" in rest and "@" not in rest:
+            tags = open_clip.list_pretrained_tags_by_model(arch)
+            if pretrained not in tags:
+                raise InvalidInputError(f"open_clip has no pretrained tag {pretrained!r} for {arch}; known tags: {', '.join(tags) or 'none'}")
+        if pretrained is None:
+            warnings.warn(f"{spec}: no pretrained tag given, the model has RANDOM weights "
+                          f"(use open_clip:{arch}/TAG for trained weights)", stacklevel=3)
+        logging.getLogger().disabled, was = True, logging.getLogger().disabled
+        try:
+            model = open_clip.create_model(arch, pretrained=pretrained, device=device)
+        finally:
+            logging.getLogger().disabled = was
+    if dtype is not None:
+        model = model.to(dtype)
+    return OpenClipEncoder(model, arch, spec, tokenizer=tokenizer, edit_site=edit_site)
+
+
+register_backend("open_clip", load_open_clip)

@@ -1,0 +1,21 @@
+"""Where platonic keeps its caches: $PLATONIC_CACHE, else $XDG_CACHE_HOME/platonic, else ~/.cache/platonic."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    explicit = os.environ.get("PLATONIC_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "platonic"
+
+
+def cache_dir(*parts: str) -> Path:
+    """A sub-directory of the cache root, created on demand."""
+    path = cache_root().joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,75 @@
+"""Solving descriptors for a real target, folding compositions into it, and exporting the result."""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import torch
+
+from . import __version__
+from .bank import Operator, OperatorBank
+from .descriptor import Descriptor, ProbeGrid
+from .edit import FoldRecord, fold
+from .errors import InvalidInputError
+from .measure import EmbeddingCache, ProbeStore, target_grid
+from .models import DualEncoder, load_model
+from .progress import track
+from .solve import DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver
+
+
+def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str, torch.Tensor] | None = None,
+               store: ProbeStore | None = None, cache: EmbeddingCache | None = None,
+               mu_a: float = DEFAULT_MU_A, mu_b: float = DEFAULT_MU_B, progress: bool = True) -> OperatorBank:
+    """An OperatorBank for `target`: one operator per descriptor, solved on the target's own embeddings.
+
+    The probes of each descriptor are looked up by digest in `probes` ({digest: tensor}) or the probe
+    store. Descriptors sharing a grid share one factorisation (RidgeSolver).
+    """
+    model = load_model(target)
+    descriptors = list(descriptors)
+    if not descriptors:
+        raise InvalidInputError("solve needs at least one descriptor")
+    store = store or ProbeStore()
+    bank = OperatorBank(model.fingerprint)
+    solvers: dict[ProbeGrid, tuple[RidgeSolver, torch.Tensor]] = {}
+    for desc in track(descriptors, description=f"solving {len(descriptors)} descriptors", enabled=progress):
+        if desc.grid not in solvers:
+            canon = (probes or {}).get(desc.grid.probe_digest)
+            canon = canon if canon is not None else store.get(desc.grid.probe_digest)
+            F, G = target_grid(model, canon, desc.grid.prompts, cache=cache, progress=progress)
+            solvers[desc.grid] = (RidgeSolver(F, G, mu_a=mu_a, mu_b=mu_b), G)
+        solver, G = solvers[desc.grid]
+        bank.add(Operator.solve(None, G, desc, target=model.fingerprint, form=model.edit_site.form, solver=solver))
+    return bank
+
+
+def apply(model: DualEncoder, edit: Operator | OperatorBank, terms: Mapping | None = None, alpha: float = 0.5,
+          method: str = "closed_form") -> FoldRecord:
+    """Fold `edit` (an operator, or `terms` composed from a bank) into `model` at `alpha`.
+
+    Refuses a model whose fingerprint is not the one the operators were solved for. The edit is
+    recorded in `model.edits` and travels with an export.
+    """
+    fingerprint = model.fingerprint  # computed before the weights change
+    if isinstance(edit, OperatorBank):
+        edit.require_target(fingerprint)
+        if terms is None:
+            raise InvalidInputError("applying a bank needs terms, e.g. {'eurosat': 1.0, 'dtd': -1.0}")
+        operator = edit.compose(terms)
+    elif isinstance(edit, Operator):
+        operator = edit
+    else:
+        raise InvalidInputError(f"apply needs an Operator or an OperatorBank; got {type(edit).__name__}")
+    operator.require_target(fingerprint)
+    record = fold(model.edit_site, operator, alpha)
+    edits = getattr(model, "edits", [])
+    edits.append({"method": method, "alpha": record.alpha, "target": fingerprint,
+                  "terms": [t.to_json() for t in operator.terms]})
+    model.edits = edits
+    return record
+
+
+def save_model(model: DualEncoder, path, provenance: dict | None = None):
+    """Write `model` in its own library's format, with the record of its platonic edits."""
+    record = {"platonic_version": __version__, "edits": list(getattr(model, "edits", [])), **(provenance or {})}
+    return model.save(path, record)

@@ -1,0 +1,79 @@
+"""Real architectures with random weights: open_clip (pretrained=None) and tiny transformers configs.
+
+No network: open_clip's CLIP towers use its bundled BPE tokenizer; the transformers models get a
+tokenizer built here from the same bundled BPE vocabulary.
+"""
+
+import logging
+import warnings
+
+import pytest
+import torch
+
+from platonic.models import load_model
+from platonic.models.hf_backend import from_config
+
+VOCAB = 49408  # open_clip's bundled BPE vocabulary
+SMALL_TEXT = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=32)
+SMALL_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, patch_size=8)
+
+
+class BPETokenizer:
+    """open_clip's bundled SimpleTokenizer as a texts -> {input_ids, attention_mask} callable."""
+
+    def __init__(self, context_length=16):
+        from open_clip.tokenizer import SimpleTokenizer
+
+        self.tok = SimpleTokenizer(context_length=context_length)
+
+    def __call__(self, texts):
+        ids = self.tok(texts)
+        return {"input_ids": ids, "attention_mask": (ids != 0).long()}
+
+
+def tiny_hf(kind: str):
+    from transformers import ClapConfig, CLIPConfig, Siglip2Config, SiglipConfig
+
+    configs = {
+        "clip": lambda: CLIPConfig(text_config={**SMALL_TEXT, "eos_token_id": 49407, "bos_token_id": 49406},
+                                   vision_config={**SMALL_VISION, "image_size": 32}, projection_dim=24),
+        "siglip": lambda: SiglipConfig(text_config=SMALL_TEXT, vision_config={**SMALL_VISION, "image_size": 32}),
+        "siglip2": lambda: Siglip2Config(text_config=SMALL_TEXT, vision_config={**SMALL_VISION, "num_patches": 16}),
+        "clap": lambda: ClapConfig(text_config={**SMALL_TEXT, "max_position_embeddings": 40},
+                                   audio_config=dict(depths=[1, 1], num_attention_heads=[2, 2], patch_embeds_hidden_size=16,
+                                                     hidden_size=32), projection_dim=24),
+    }
+    return from_config(configs[kind](), spec=f"hf:tiny-{kind}", tokenizer=BPETokenizer())
+
+
+_MODELS = {}
+
+
+def get_model(spec: str):
+    """Cached across the session: each architecture is built once."""
+    if spec not in _MODELS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            logging.disable(logging.WARNING)
+            try:
+                _MODELS[spec] = tiny_hf(spec.removeprefix("hf:tiny-")) if spec.startswith("hf:tiny-") else load_model(spec)
+            finally:
+                logging.disable(logging.NOTSET)
+    return _MODELS[spec]
+
+
+@pytest.fixture
+def image_probes():
+    return torch.randint(0, 256, (3, 3, 224, 224), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.fixture
+def audio_probes():
+    return 0.1 * torch.randn(3, 2 * 48000, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PLATONIC_QUIET", "1")
