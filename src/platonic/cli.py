@@ -77,6 +77,140 @@ def _print_operators(metas, deltas, title: str) -> None:
     console.print(table)
 
 
+def _device_option():
+    return typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0.")
+
+
+def parse_terms(text: str) -> dict[str, float]:
+    """ "eurosat:+1,dtd:-0.5" -> {"eurosat": 1.0, "dtd": -0.5}; a key may be "task@source"."""
+    from .errors import InvalidInputError
+
+    terms: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.rpartition(":")
+        if not sep or not key:
+            raise InvalidInputError(f"term {part!r} is not TASK:COEFFICIENT (e.g. eurosat:+1)")
+        try:
+            terms[key] = float(value)
+        except ValueError:
+            raise InvalidInputError(f"term {part!r}: coefficient {value!r} is not a number") from None
+    if not terms:
+        raise InvalidInputError("--terms is empty; give e.g. 'eurosat:+1,dtd:-1'")
+    return terms
+
+
+def load_probes(path: Path):
+    """A folder of images (made canonical) or a .safetensors file holding a tensor named 'probes'."""
+    from safetensors.torch import load_file
+
+    from .errors import InvalidInputError
+    from .models.images import canonical_images
+
+    if path.is_dir():
+        return canonical_images(path)
+    if path.is_file() and path.suffix == ".safetensors":
+        tensors = load_file(str(path))
+        if "probes" not in tensors:
+            raise InvalidInputError(f"{path} holds no tensor named 'probes' (it has: {', '.join(tensors) or 'none'})")
+        return tensors["probes"]
+    raise InvalidInputError(f"--probes {path}: give a folder of images or a .safetensors file with a 'probes' tensor")
+
+
+def read_prompts(prompts: Path | None, classes: str | None, template: str) -> list[str]:
+    from .errors import InvalidInputError
+
+    if prompts is not None:
+        lines = [ln.strip() for ln in prompts.read_text().splitlines() if ln.strip()]
+        if not lines:
+            raise InvalidInputError(f"{prompts} holds no prompts (one per line)")
+        return lines
+    if classes:
+        if "{}" not in template:
+            raise InvalidInputError(f"--template {template!r} has no '{{}}' where the class name goes")
+        return [template.format(c.strip()) for c in classes.split(",") if c.strip()]
+    raise InvalidInputError("give the class prompts: --prompts FILE (one per line) or --classes a,b,c [--template ...]")
+
+
+@app.command()
+def measure(
+    model: str = typer.Option(..., "--model", help="The pre-trained model spec, e.g. open_clip:ViT-B-32/laion2b_s34b_b79k."),
+    finetuned: str = typer.Option(..., "--finetuned", help="Fine-tune: model spec, .safetensors state dict, or LoRA adapter dir."),
+    task: str = typer.Option(..., "--task", help="Task name stored in the descriptor."),
+    probes: Path = typer.Option(..., "--probes", help="Folder of probe images, or .safetensors with a 'probes' tensor."),
+    prompts: Path = typer.Option(None, "--prompts", help="Text file, one class prompt per line."),
+    classes: str = typer.Option(None, "--classes", help="Comma-separated class names (with --template)."),
+    template: str = typer.Option("a photo of a {}.", "--template", help="Prompt template for --classes."),
+    output: Path = typer.Option(..., "-o", "--output", help="Descriptor file to write."),
+    device: str = _device_option(),
+    batch_size: int = typer.Option(64, "--batch-size"),
+) -> None:
+    """Measure the universal task descriptor of a fine-tune (N probes x M prompts)."""
+    from .measure import measure as measure_descriptor
+
+    try:
+        desc = measure_descriptor(model, finetuned, load_probes(probes), read_prompts(prompts, classes, template), task,
+                                  batch_size=batch_size, device=device)
+        desc.save(output)
+    except PlatonicError as exc:
+        _fail(exc)
+    console.print(f"wrote {output}: {desc!r}")
+
+
+@app.command()
+def solve(
+    descriptors: list[Path] = typer.Argument(..., help="Descriptor files."),
+    target: str = typer.Option(..., "--target", help="Target model spec."),
+    output: Path = typer.Option(..., "-o", "--output", help="Bank file to write."),
+    probes: list[Path] = typer.Option([], "--probes", help="Probe files/folders, if not in the probe store."),
+    mu_a: float = typer.Option(1e-2, "--mu-a", help="Relative ridge weight on the probe side."),
+    mu_b: float = typer.Option(1e-6, "--mu-b", help="Relative ridge weight on the prompt side."),
+    device: str = _device_option(),
+) -> None:
+    """Solve descriptors into an operator bank for a target model (any architecture)."""
+    from .descriptor import Descriptor
+    from .hashing import tensor_digest
+    from .measure import canonical_probes
+    from .models import load_model
+    from .transfer import solve_bank
+
+    try:
+        model = load_model(target, device=device)
+        given = {}
+        for p in probes:
+            canon = canonical_probes(model, load_probes(p))
+            given[tensor_digest(canon)] = canon
+        bank = solve_bank(model, [Descriptor.load(d) for d in descriptors], probes=given, mu_a=mu_a, mu_b=mu_b)
+        bank.save(output)
+    except PlatonicError as exc:
+        _fail(exc)
+    console.print(f"wrote {output}: {bank!r}")
+    _print_operators([op._meta() for op in bank], [op.delta for op in bank], title="solved operators")
+
+
+@app.command()
+def apply(
+    target: str = typer.Option(..., "--target", help="Target model spec (the bank's target)."),
+    bank: Path = typer.Option(..., "--bank", help="Operator bank file."),
+    terms: str = typer.Option(..., "--terms", help="Signed composition, e.g. 'eurosat:+1,dtd:-1' (task or task@source)."),
+    alpha: float = typer.Option(0.5, "--alpha", help="Strength (0.5 for addition; negation folds -1 at 1.0)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the edited model in its own format."),
+    device: str = _device_option(),
+) -> None:
+    """Fold a composition of bank entries into the target and export it natively."""
+    from .bank import OperatorBank
+    from .models import load_model
+    from .transfer import apply as apply_edit
+    from .transfer import save_model
+
+    try:
+        model = load_model(target, device=device)
+        apply_edit(model, OperatorBank.load(bank), parse_terms(terms), alpha=alpha)
+        path = save_model(model, output)
+    except PlatonicError as exc:
+        _fail(exc)
+    console.print(f"wrote {path}: {target} + ({terms}) at alpha = {alpha}")
+
+
 @app.command()
 def demo(seed: int = typer.Option(0, help="Seed of the synthetic world."),
          alpha: float = typer.Option(1.0, help="Strength the operator is folded at.")) -> None:

@@ -46,11 +46,12 @@ class EmbeddingCache:
         self.root = Path(root) if root is not None else cache_dir("embeddings")
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def _path(self, fingerprint: str, digest: str, kind: str) -> Path:
-        return self.root / f"{fingerprint}-{digest[:32]}.{kind}.safetensors"
+    def _path(self, model: DualEncoder, digest: str, kind: str) -> Path:
+        # the site digest guards against weights folded without refreshing the fingerprint
+        return self.root / f"{model.fingerprint}-{model.site_digest()[:16]}-{digest[:32]}.{kind}.safetensors"
 
     def probes(self, model: DualEncoder, probes: torch.Tensor, batch_size: int = 64, progress: bool = True) -> ProbeEmbeddings:
-        path = self._path(model.fingerprint, tensor_digest(probes), "probes")
+        path = self._path(model, tensor_digest(probes), "probes")
         if path.exists():
             data = load_file(str(path))
             return ProbeEmbeddings(z=data["z"], u=data.get("u"))
@@ -61,7 +62,7 @@ class EmbeddingCache:
 
     def texts(self, model: DualEncoder, prompts: Sequence[str]) -> torch.Tensor:
         digest = hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()
-        path = self._path(model.fingerprint, digest, "texts")
+        path = self._path(model, digest, "texts")
         if path.exists():
             return load_file(str(path))["g"]
         g = model.encode_texts(prompts)
@@ -112,7 +113,8 @@ def load_finetuned(pre: DualEncoder, finetuned) -> DualEncoder:
 
 def _copy_model(pre: DualEncoder) -> DualEncoder:
     ft = copy.deepcopy(pre)
-    ft._fingerprint = None  # weights are about to change
+    ft.invalidate_fingerprint()  # weights are about to change
+    ft._base_fingerprint = None
     return ft
 
 

@@ -47,10 +47,11 @@ def apply(model: DualEncoder, edit: Operator | OperatorBank, terms: Mapping | No
           method: str = "closed_form") -> FoldRecord:
     """Fold `edit` (an operator, or `terms` composed from a bank) into `model` at `alpha`.
 
-    Refuses a model whose fingerprint is not the one the operators were solved for. The edit is
-    recorded in `model.edits` and travels with an export.
+    Refuses a model whose fingerprint (before any platonic edit: `base_fingerprint`) is not the one
+    the operators were solved for. The edit is recorded in `model.edits` and travels with an export;
+    `model.fingerprint` then names the edited weights.
     """
-    fingerprint = model.fingerprint  # computed before the weights change
+    fingerprint = model.base_fingerprint  # computed before the weights change
     if isinstance(edit, OperatorBank):
         edit.require_target(fingerprint)
         if terms is None:
@@ -66,6 +67,8 @@ def apply(model: DualEncoder, edit: Operator | OperatorBank, terms: Mapping | No
     edits.append({"method": method, "alpha": record.alpha, "target": fingerprint,
                   "terms": [t.to_json() for t in operator.terms]})
     model.edits = edits
+    model._base_fingerprint = fingerprint
+    model.invalidate_fingerprint()
     return record
 
 

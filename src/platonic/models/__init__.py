@@ -48,8 +48,12 @@ def _loader(prefix: str) -> Loader:
     return _LOADERS[prefix]
 
 
-def load_model(spec, device="cpu", dtype=None) -> DualEncoder:
-    """Load a dual encoder from a spec string (see the module docstring); a DualEncoder passes through."""
+def load_model(spec, device="cpu", dtype=None, **options) -> DualEncoder:
+    """Load a dual encoder from a spec string (see the module docstring); a DualEncoder passes through.
+
+    `options` go to the backend, e.g. edit_site="append" (append a d x d linear to a tower that has
+    no final linear map) or tokenizer=... (a tokenizer to use instead of the model's own).
+    """
     if isinstance(spec, DualEncoder):
         return spec
     if not isinstance(spec, str) or not spec.strip():
@@ -58,9 +62,9 @@ def load_model(spec, device="cpu", dtype=None) -> DualEncoder:
     if sep and prefix in _BACKEND_MODULES:
         if not rest:
             raise InvalidInputError(f"model spec {spec!r} names no model after '{prefix}:'; accepted forms: {ACCEPTED_FORMS}")
-        return _loader(prefix)(rest, device=device, dtype=dtype)
+        return _loader(prefix)(rest, device=device, dtype=dtype, **options)
     if Path(spec).is_dir():
-        return _loader("hf")(spec, device=device, dtype=dtype)
+        return _loader("hf")(spec, device=device, dtype=dtype, **options)
     raise InvalidInputError(f"cannot read model spec {spec!r}; accepted forms: {ACCEPTED_FORMS}")
 
 

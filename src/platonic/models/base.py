@@ -130,13 +130,32 @@ class DualEncoder(ABC):
 
     @property
     def fingerprint(self) -> str:
-        """Architecture + weights digest of the model as loaded (before any platonic edit)."""
+        """Architecture + weights digest of the model's current weights (computed once, then cached).
+
+        `platonic.transfer.apply` refreshes it after folding; code that changes weights by other
+        means calls `invalidate_fingerprint()`.
+        """
         cached = getattr(self, "_fingerprint", None)
         if cached is None:
             arch = hashlib.sha256(self.architecture_id().encode()).hexdigest()[:16]
             cached = f"{arch}-{self.weights_digest()[:32]}"
             self._fingerprint = cached
         return cached
+
+    def invalidate_fingerprint(self) -> None:
+        self._fingerprint = None
+
+    @property
+    def base_fingerprint(self) -> str:
+        """The fingerprint before the first platonic edit: what operators for this model are solved for."""
+        return getattr(self, "_base_fingerprint", None) or self.fingerprint
+
+    def site_digest(self) -> str:
+        """sha256 of the edit site's current tensors (cheap; changes with every fold)."""
+        h = hashlib.sha256()
+        for name, t in sorted(self.edit_site.tensors().items()):
+            update_with_tensor(h, t, name)
+        return h.hexdigest()
 
     @torch.inference_mode()
     def encode_probes(self, probes: torch.Tensor, batch_size: int = 64, progress: bool = False) -> ProbeEmbeddings:
