@@ -359,7 +359,7 @@ class Composition:
         for c, d in self.terms:
             groups.setdefault(d.grid, []).append((c, d))
         out = []
-        for grid, items in groups.items():
+        for items in groups.values():
             if len(items) == 1:
                 out.append(items[0])
             else:

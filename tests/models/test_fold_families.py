@@ -4,6 +4,7 @@ The full sweep over open_clip.list_models() is scripts/sweep_edit_sites.py.
 """
 
 import pytest
+import torch
 from conftest import get_model
 
 from platonic.verify import check_fold
@@ -39,3 +40,16 @@ def test_random_operator_folds_exactly_and_unfolds(spec, image_probes, audio_pro
                                            ("open_clip:EVA02-B-16", ["q_proj", "v_proj"]), ("hf:tiny-clap", ["query", "value"])])
 def test_lora_targets_are_attention_query_value(spec, expected):
     assert get_model(spec).lora_target_modules == expected
+
+
+def test_encode_images_and_audio_by_modality(audio_probes):
+    from platonic import InvalidInputError
+
+    clip, clap = get_model("hf:tiny-clip"), get_model("hf:tiny-clap")
+    odd_size = torch.randint(0, 256, (2, 3, 50, 70), dtype=torch.uint8)
+    assert clip.encode_images(odd_size).shape == (2, clip.embed_dim)
+    assert clap.encode_audio(audio_probes).shape == (3, clap.embed_dim)
+    with pytest.raises(InvalidInputError, match="image-text model; use encode_images"):
+        clip.encode_audio(audio_probes)
+    with pytest.raises(InvalidInputError, match="audio-text model; use encode_audio"):
+        clap.encode_images(odd_size)

@@ -1,7 +1,6 @@
 """Model specs: accepted forms, clear errors, random-weight warning, the appended-linear fallback."""
 
 import pytest
-import torch
 from torch import nn
 
 from platonic import EditSiteError, InvalidInputError

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from ..edit import EditSite, HeadAffineSite
+from ..errors import InvalidInputError
 from ..hashing import update_with_tensor
 
 
@@ -187,6 +188,20 @@ class DualEncoder(ABC):
                     "it is not a per-image last map, so it cannot take a head edit"
                 )
         return ProbeEmbeddings(z=torch.cat(zs), u=u)
+
+    def encode_images(self, images, batch_size: int = 64, progress: bool = False) -> torch.Tensor:
+        """Images (canonical tensor, folder, files or PIL images) -> unnormalised embeddings (N, d)."""
+        from .images import canonical_images
+
+        if self.modality != "image":
+            raise InvalidInputError(f"{self.spec} is an {self.modality}-text model; use encode_{self.modality}")
+        return self.encode_probes(canonical_images(images), batch_size, progress).z
+
+    def encode_audio(self, waveforms: torch.Tensor, batch_size: int = 16, progress: bool = False) -> torch.Tensor:
+        """Float waveforms (N, samples) at the model's sampling rate -> unnormalised embeddings (N, d)."""
+        if self.modality != "audio":
+            raise InvalidInputError(f"{self.spec} is an {self.modality}-text model; use encode_{self.modality}s")
+        return self.encode_probes(waveforms, batch_size, progress).z
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec!r}, d={self.embed_dim}, site={self.edit_site.describe()})"
