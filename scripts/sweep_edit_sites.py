@@ -15,10 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import time
 import warnings
 
 import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # "builds offline" means exactly that
 
 
 def param_count_on_meta(arch: str) -> int:

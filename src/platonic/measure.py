@@ -31,12 +31,13 @@ from .storage import atomic_write
 
 
 def canonical_probes(model: DualEncoder, probes) -> torch.Tensor:
-    """The canonical probe tensor for `model`'s modality: (N, 3, 224, 224) uint8 images or (N, S) float audio."""
+    """The canonical probe tensor for `model`'s modality: (N, 3, S, S) uint8 images (S = the model's
+    canonical size, 224 for real models) or (N, samples) float audio."""
     if model.modality == "audio":
         if not isinstance(probes, torch.Tensor) or probes.ndim != 2 or not probes.is_floating_point():
             raise InvalidInputError("audio probes must be one float tensor of waveforms (N, samples)")
         return probes.contiguous()
-    return canonical_images(probes)
+    return canonical_images(probes, model.canonical_size)
 
 
 class EmbeddingCache:

@@ -66,6 +66,7 @@ class DualEncoder(ABC):
 
     spec: str
     modality: str = "image"
+    canonical_size: int = 224  # side of the shared canonical probe images this model is fed from
 
     # -- what a backend provides ----------------------------------------------------------------
     @property
@@ -195,7 +196,7 @@ class DualEncoder(ABC):
 
         if self.modality != "image":
             raise InvalidInputError(f"{self.spec} is an {self.modality}-text model; use encode_{self.modality}")
-        return self.encode_probes(canonical_images(images), batch_size, progress).z
+        return self.encode_probes(canonical_images(images, self.canonical_size), batch_size, progress).z
 
     def encode_audio(self, waveforms: torch.Tensor, batch_size: int = 16, progress: bool = False) -> torch.Tensor:
         """Float waveforms (N, samples) at the model's sampling rate -> unnormalised embeddings (N, d)."""

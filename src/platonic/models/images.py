@@ -1,5 +1,7 @@
 """Canonical probe images: one shared 224 x 224 uint8 copy, resized per model (method.md §1.6).
 
+The embedded world uses its own, smaller canonical size (`DualEncoder.canonical_size`).
+
 `canonical_images` turns files, a folder, PIL images or tensors into the (N, 3, 224, 224) uint8
 tensor every model is fed from and whose digest identifies the probes. `to_model_input` resizes it
 bilinearly to a model's input size and normalises it with that model's mean and std.
@@ -19,18 +21,18 @@ CANONICAL_SIZE = 224
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 
 
-def _pil_to_canonical(img) -> torch.Tensor:
-    """Resize the shorter side to 224 (bilinear), centre-crop 224 x 224, as (3, 224, 224) uint8."""
+def _pil_to_canonical(img, size: int) -> torch.Tensor:
+    """Resize the shorter side to `size` (bilinear), centre-crop size x size, as (3, size, size) uint8."""
     from PIL import Image
 
     img = img.convert("RGB")
     w, h = img.size
-    scale = CANONICAL_SIZE / min(w, h)
-    img = img.resize((max(CANONICAL_SIZE, round(w * scale)), max(CANONICAL_SIZE, round(h * scale))), Image.BILINEAR)
+    scale = size / min(w, h)
+    img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BILINEAR)
     w, h = img.size
-    left, top = (w - CANONICAL_SIZE) // 2, (h - CANONICAL_SIZE) // 2
-    img = img.crop((left, top, left + CANONICAL_SIZE, top + CANONICAL_SIZE))
-    return torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8).reshape(CANONICAL_SIZE, CANONICAL_SIZE, 3).permute(2, 0, 1)
+    left, top = (w - size) // 2, (h - size) // 2
+    img = img.crop((left, top, left + size, top + size))
+    return torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8).reshape(size, size, 3).permute(2, 0, 1)
 
 
 def image_files(folder: Path) -> list[Path]:
@@ -41,16 +43,16 @@ def image_files(folder: Path) -> list[Path]:
     return files
 
 
-def canonical_images(images) -> torch.Tensor:
-    """(N, 3, 224, 224) uint8 from a tensor, a folder, a list of files or a list of PIL images.
+def canonical_images(images, size: int = CANONICAL_SIZE) -> torch.Tensor:
+    """(N, 3, size, size) uint8 from a tensor, a folder, a list of files or a list of PIL images.
 
     Tensors: uint8 (N, C, H, W), or float in [0, 1]; grey (C = 1) is repeated to RGB; other sizes are
-    resized bilinearly to 224 x 224.
+    resized bilinearly to size x size. The default size is 224 (method.md §1.6).
     """
     if isinstance(images, (str, Path)):
         images = image_files(Path(images))
     if isinstance(images, torch.Tensor):
-        return _canonical_tensor(images)
+        return _canonical_tensor(images, size)
     items = list(images)
     if not items:
         raise InvalidInputError("no probe images given")
@@ -61,17 +63,17 @@ def canonical_images(images) -> torch.Tensor:
         if isinstance(item, (str, Path)):
             try:
                 with Image.open(item) as img:
-                    out.append(_pil_to_canonical(img))
+                    out.append(_pil_to_canonical(img, size))
             except (OSError, ValueError) as exc:
                 raise InvalidInputError(f"cannot read probe image {item}: {exc}") from None
         elif isinstance(item, Image.Image):
-            out.append(_pil_to_canonical(item))
+            out.append(_pil_to_canonical(item, size))
         else:
             raise InvalidInputError(f"probe images must be files, PIL images or one tensor; got {type(item).__name__}")
     return torch.stack(out)
 
 
-def _canonical_tensor(x: torch.Tensor) -> torch.Tensor:
+def _canonical_tensor(x: torch.Tensor, size: int) -> torch.Tensor:
     if x.ndim != 4 or x.shape[1] not in (1, 3):
         raise InvalidInputError(f"probe images must be a (N, 3, H, W) or (N, 1, H, W) tensor; got shape {tuple(x.shape)}")
     if x.shape[0] == 0:
@@ -84,8 +86,8 @@ def _canonical_tensor(x: torch.Tensor) -> torch.Tensor:
         raise InvalidInputError(f"probe images must be uint8 or float in [0, 1]; got {x.dtype}")
     if x.shape[1] == 1:
         x = x.expand(-1, 3, -1, -1)
-    if tuple(x.shape[2:]) != (CANONICAL_SIZE, CANONICAL_SIZE):
-        x = F.interpolate(x.float(), size=(CANONICAL_SIZE, CANONICAL_SIZE), mode="bilinear", antialias=True, align_corners=False)
+    if tuple(x.shape[2:]) != (size, size):
+        x = F.interpolate(x.float(), size=(size, size), mode="bilinear", antialias=True, align_corners=False)
         x = x.round().clamp(0, 255).to(torch.uint8)
     return x.contiguous()
 
