@@ -22,7 +22,7 @@ from ._checks import as_finite_scalar, as_matrix
 from .descriptor import Descriptor, ProbeGrid, Provenance, utc_now
 from .errors import ArtifactError, FingerprintMismatchError, InvalidInputError
 from .hashing import tensor_digest
-from .solve import DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver, relative_residual
+from .solve import DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver
 from .storage import read_artifact, require_keys, write_artifact
 
 FORMS = ("linear", "head_affine")
@@ -102,7 +102,7 @@ class Operator:
 
         F: (N, d) target probe embeddings (form "linear") or the design matrix H (N, p + 1) (form
         "head_affine"); G: (M, d) target prompt embeddings; both on the descriptor's probes and prompts.
-        A ready `solver` for (F, G) may be passed to reuse its factorisation.
+        A ready `solver` for (F, G) may be passed instead (F and G are then ignored, pass None).
         """
         if not isinstance(descriptor, Descriptor):
             raise InvalidInputError(f"Operator.solve needs a Descriptor; got {type(descriptor).__name__}")
@@ -123,7 +123,7 @@ class Operator:
             grid=descriptor.grid,
             mu_a=solver.mu_a,
             mu_b=solver.mu_b,
-            residual=relative_residual(solver._F, G, X.double(), descriptor.matrix),
+            residual=solver.relative_residual(X.double(), descriptor.matrix),
             provenance=descriptor.provenance,
         )
 

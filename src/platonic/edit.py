@@ -240,6 +240,20 @@ class AppendedLinearSite(LinearSite):
         setattr(self.parent, self.attr, self.wrapper.inner)
 
 
+def embedding_change(z: torch.Tensor, u: torch.Tensor | None, operator: Operator) -> torch.Tensor:
+    """D (N, d) such that folding `operator` at strength alpha maps the embeddings z to z + alpha D.
+
+    Linear operators: D = z A^T (so z -> (I + alpha A) z). Head updates: D = [u; 1] B, with u (N, p) the
+    inputs of the head's last affine. This is what makes evaluation from cached features exact.
+    """
+    delta = operator.delta.to(device=z.device, dtype=z.dtype)
+    if operator.form == "linear":
+        return z @ delta.T
+    if u is None:
+        raise EditSiteError("a head update needs u, the inputs of the head's last affine")
+    return torch.cat([u.to(z.dtype), torch.ones(u.shape[0], 1, dtype=z.dtype, device=z.device)], dim=1) @ delta
+
+
 @dataclass
 class FoldRecord:
     """What `fold` did: the site, operator, strength, and a copy of the weights before it."""

@@ -24,20 +24,14 @@ from .edit import HeadAffineSite
 from .errors import InvalidInputError
 from .hashing import tensor_digest
 from .models import DualEncoder, ProbeEmbeddings, load_model
-from .models.images import canonical_images
 from .paths import cache_dir
 from .solve import head_design_matrix
 from .storage import atomic_write
 
 
 def canonical_probes(model: DualEncoder, probes) -> torch.Tensor:
-    """The canonical probe tensor for `model`'s modality: (N, 3, S, S) uint8 images (S = the model's
-    canonical size, 224 for real models) or (N, samples) float audio."""
-    if model.modality == "audio":
-        if not isinstance(probes, torch.Tensor) or probes.ndim != 2 or not probes.is_floating_point():
-            raise InvalidInputError("audio probes must be one float tensor of waveforms (N, samples)")
-        return probes.contiguous()
-    return canonical_images(probes, model.canonical_size)
+    """The canonical probe tensor of `model` (see `DualEncoder.canonical`)."""
+    return model.canonical(probes)
 
 
 class EmbeddingCache:

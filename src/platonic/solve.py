@@ -83,7 +83,7 @@ class RidgeSolver:
         self.n_prompts, self.d = G.shape
         F64 = F.detach().to(torch.float64)
         G64 = G.detach().to(torch.float64)
-        self._F = F64
+        self._F, self._G = F64, G64
         self._left = _LeftFactor(F64, self.mu_a, self.rank)
         self._right_t = _right_factor_t(G64, self.mu_b, self.rank)  # (M, d) = (R_b S_b+ L_b^T)
 
@@ -97,6 +97,10 @@ class RidgeSolver:
         U = as_matrix("U (descriptor, N x M)", U, rows=self.n_probes, cols=self.n_prompts)
         X = self._left.apply(U.detach().to(torch.float64, copy=False)) @ self._right_t
         return X.to(self.dtype)
+
+    def relative_residual(self, X, U) -> float:
+        """||F X G^T - U||_F / ||U||_F on this solver's grid."""
+        return relative_residual(self._F, self._G, X, U)
 
     def solve_many(self, Us) -> torch.Tensor:
         """X (B, k, d) for B descriptors on this grid, sharing one pass over F."""

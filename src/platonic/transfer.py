@@ -31,15 +31,14 @@ def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str
         raise InvalidInputError("solve needs at least one descriptor")
     store = store or ProbeStore()
     bank = OperatorBank(model.fingerprint)
-    solvers: dict[ProbeGrid, tuple[RidgeSolver, torch.Tensor]] = {}
+    solvers: dict[ProbeGrid, RidgeSolver] = {}
     for desc in track(descriptors, description=f"solving {len(descriptors)} descriptors", enabled=progress):
         if desc.grid not in solvers:
             canon = (probes or {}).get(desc.grid.probe_digest)
             canon = canon if canon is not None else store.get(desc.grid.probe_digest)
             F, G = target_grid(model, canon, desc.grid.prompts, cache=cache, progress=progress)
-            solvers[desc.grid] = (RidgeSolver(F, G, mu_a=mu_a, mu_b=mu_b), G)
-        solver, G = solvers[desc.grid]
-        bank.add(Operator.solve(None, G, desc, target=model.fingerprint, form=model.edit_site.form, solver=solver))
+            solvers[desc.grid] = RidgeSolver(F, G, mu_a=mu_a, mu_b=mu_b)
+        bank.add(Operator.solve(None, None, desc, target=model.fingerprint, form=model.edit_site.form, solver=solvers[desc.grid]))
     return bank
 
 

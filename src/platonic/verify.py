@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from .bank import Operator, Term
-from .edit import fold, unfold
+from .edit import embedding_change, fold, unfold
 
 
 @dataclass(frozen=True)
@@ -34,11 +34,7 @@ def random_operator(model, seed: int = 0, scale: float = 0.05) -> Operator:
 def predicted_embeddings(z0: torch.Tensor, u: torch.Tensor | None, operator: Operator, alpha: float) -> torch.Tensor:
     """z -> (I + alpha A) z for linear operators; z -> z + alpha [u; 1] B for head updates. (N, d) float64."""
     z0 = z0.double()
-    delta = operator.delta.double()
-    if operator.form == "linear":
-        return z0 @ (torch.eye(delta.shape[0], dtype=torch.float64) + alpha * delta).T
-    u1 = torch.cat([u.double(), torch.ones(u.shape[0], 1, dtype=torch.float64)], dim=1)
-    return z0 + alpha * u1 @ delta
+    return z0 + alpha * embedding_change(z0, None if u is None else u.double(), operator)
 
 
 def check_fold(model, probes: torch.Tensor, alpha: float = 0.5, seed: int = 0) -> FoldCheck:

@@ -89,6 +89,20 @@ class DualEncoder(ABC):
         """Names (peft `target_modules` suffixes) of the tower's attention projections for LoRA."""
         return attention_projection_names(self.tower)
 
+    def canonical(self, probes) -> torch.Tensor:
+        """Probes in any accepted form -> the canonical tensor whose digest identifies them.
+
+        Images: (N, 3, S, S) uint8 with S = `canonical_size`, from a tensor, folder, files or PIL images.
+        Audio: one float tensor of waveforms (N, samples).
+        """
+        if self.modality == "audio":
+            if not isinstance(probes, torch.Tensor) or probes.ndim != 2 or not probes.is_floating_point():
+                raise InvalidInputError("audio probes must be one float tensor of waveforms (N, samples)")
+            return probes.contiguous()
+        from .images import canonical_images
+
+        return canonical_images(probes, self.canonical_size)
+
     @abstractmethod
     def prepare_probes(self, probes: torch.Tensor) -> torch.Tensor:
         """Canonical probes -> the tower's input batch (resize, normalise), on the model's device."""
@@ -192,11 +206,9 @@ class DualEncoder(ABC):
 
     def encode_images(self, images, batch_size: int = 64, progress: bool = False) -> torch.Tensor:
         """Images (canonical tensor, folder, files or PIL images) -> unnormalised embeddings (N, d)."""
-        from .images import canonical_images
-
         if self.modality != "image":
             raise InvalidInputError(f"{self.spec} is an {self.modality}-text model; use encode_{self.modality}")
-        return self.encode_probes(canonical_images(images, self.canonical_size), batch_size, progress).z
+        return self.encode_probes(self.canonical(images), batch_size, progress).z
 
     def encode_audio(self, waveforms: torch.Tensor, batch_size: int = 16, progress: bool = False) -> torch.Tensor:
         """Float waveforms (N, samples) at the model's sampling rate -> unnormalised embeddings (N, d)."""

@@ -1,0 +1,8 @@
+"""The paper's experiment protocols, the fast path they run on, and their reports."""
+
+from .protocols import PROTOCOLS, addition, alpha_sweep, generalization, negation
+from .run import run_experiments
+from .setup import EvalSet, ExperimentSetup, TaskSpec
+
+__all__ = ["PROTOCOLS", "EvalSet", "ExperimentSetup", "TaskSpec", "addition", "alpha_sweep", "generalization",
+           "negation", "run_experiments"]

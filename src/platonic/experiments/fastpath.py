@@ -1,0 +1,129 @@
+"""The fast path: every closed-form cell evaluated from features cached once per (model, data set).
+
+An edit at the last affine changes only what comes after it: with z (n, d) the embeddings and u the
+inputs of a head affine, folding operators O_l with coefficients c_l at strength alpha gives exactly
+
+    z_new = z + alpha * sum_l c_l D_l,   D_l = z A_l^T (linear) or [u; 1] B_l (head affine)
+
+(`platonic.edit.embedding_change`). So each D_l is computed once per evaluation set and every cell is
+a sum, a normalisation and a product with the (unchanged) prompt embeddings. A test checks sampled
+cells against folding the operators into the real model and evaluating end to end.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Hashable, Sequence
+
+import torch
+
+from ..bank import Operator
+from ..edit import embedding_change
+from ..measure import EmbeddingCache, target_grid
+from ..models import DualEncoder, ProbeEmbeddings
+from ..solve import RidgeSolver
+from .setup import EvalSet, ExperimentSetup
+
+OperatorKey = Hashable
+
+
+@contextmanager
+def single_thread():
+    """Run torch on one thread: the fast path is many small products, where threads cost more than they give."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class FeatureStore:
+    """Cached features and operators for one ExperimentSetup."""
+
+    def __init__(self, setup: ExperimentSetup, cache: EmbeddingCache | None = None, progress: bool = False):
+        self.setup = setup
+        self.cache = cache or EmbeddingCache()
+        self.progress = progress
+        self._features: dict[tuple[str, str], ProbeEmbeddings] = {}
+        self._prompts: dict[tuple[str, str], torch.Tensor] = {}
+        self._solvers: dict[tuple[str, str], RidgeSolver] = {}
+        self._operators: dict[tuple[str, OperatorKey], Operator] = {}
+        self._deltas: dict[tuple[str, str, OperatorKey], torch.Tensor] = {}
+
+    # -- features -------------------------------------------------------------------------------
+    def features(self, model: str, eval_set: EvalSet) -> ProbeEmbeddings:
+        key = (model, eval_set.name)
+        if key not in self._features:
+            emb = self.cache.probes(self.setup.models[model], eval_set.inputs, progress=self.progress)
+            self._features[key] = ProbeEmbeddings(z=emb.z.double(), u=None if emb.u is None else emb.u.double())
+        return self._features[key]
+
+    def prompt_embeddings(self, model: str, eval_set: EvalSet) -> torch.Tensor:
+        """G (M, d), normalised, float64."""
+        key = (model, eval_set.name)
+        if key not in self._prompts:
+            g = self.cache.texts(self.setup.models[model], list(eval_set.prompts)).double()
+            self._prompts[key] = torch.nn.functional.normalize(g, dim=1)
+        return self._prompts[key]
+
+    # -- operators ------------------------------------------------------------------------------
+    def solver(self, target: str, task: str) -> RidgeSolver:
+        key = (target, task)
+        if key not in self._solvers:
+            spec = self.setup.tasks[task]
+            F, G = target_grid(self.setup.models[target], spec.probes, spec.prompts, cache=self.cache, progress=self.progress)
+            self._solvers[key] = RidgeSolver(F, G)
+        return self._solvers[key]
+
+    def operator(self, target: str, key: OperatorKey, descriptor) -> Operator:
+        """The operator of `descriptor` on `target`, solved once and kept under `key`."""
+        full = (target, key)
+        if full not in self._operators:
+            model = self.setup.models[target]
+            solver = self.solver(target, descriptor.task)
+            self._operators[full] = Operator.solve(None, None, descriptor, target=model.base_fingerprint,
+                                                   form=model.edit_site.form, solver=solver)
+        return self._operators[full]
+
+    def delta(self, target: str, eval_set: EvalSet, key: OperatorKey) -> torch.Tensor:
+        """D (n, d) of the operator stored under `key`, on `eval_set`'s cached features."""
+        full = (target, eval_set.name, key)
+        if full not in self._deltas:
+            feats = self.features(target, eval_set)
+            self._deltas[full] = embedding_change(feats.z, feats.u, self._operators[(target, key)])
+        return self._deltas[full]
+
+    def prefetch(self, progress: bool = True) -> None:
+        """Encode every evaluation set and probe grid on every model (the only forward passes)."""
+        from ..progress import track
+
+        sets = [t.test for t in self.setup.tasks.values()] + list(self.setup.controls.values())
+        for model in track(list(self.setup.models), description="caching features", enabled=progress):
+            for eval_set in sets:
+                self.features(model, eval_set)
+                self.prompt_embeddings(model, eval_set)
+            for task in self.setup.tasks:
+                self.solver(model, task)
+
+    def drop_deltas(self, target: str) -> None:
+        """Free the per-set changes of one target (they are the memory-heavy part)."""
+        self._deltas = {k: v for k, v in self._deltas.items() if k[0] != target}
+
+    # -- evaluation -----------------------------------------------------------------------------
+    def accuracy(self, target: str, eval_set: EvalSet, terms: Sequence[tuple[OperatorKey, float]] = (), alpha: float = 0.0) -> float:
+        """Top-1 accuracy of `target` with sum_l c_l O_l folded at `alpha`, from cached features."""
+        z = self.features(target, eval_set).z
+        if terms and alpha:
+            change = sum(c * self.delta(target, eval_set, key) for key, c in terms)
+            z = z + alpha * change
+        logits = torch.nn.functional.normalize(z, dim=1) @ self.prompt_embeddings(target, eval_set).T
+        return float((logits.argmax(dim=1) == eval_set.labels).double().mean())
+
+
+def accuracy_end_to_end(model: DualEncoder, eval_set: EvalSet, cache: EmbeddingCache | None = None) -> float:
+    """Top-1 accuracy of a (really edited) model, encoding everything again."""
+    z = model.encode_probes(eval_set.inputs).z.double()
+    g = torch.nn.functional.normalize(model.encode_texts(list(eval_set.prompts)).double(), dim=1)
+    logits = torch.nn.functional.normalize(z, dim=1) @ g.T
+    return float((logits.argmax(dim=1) == eval_set.labels).double().mean())

@@ -1,0 +1,158 @@
+"""Experiment results on disk: results.json (versioned schema), Markdown tables, PNG plots.
+
+A run directory holds:
+    results.json   {"schema": "platonic.results", "version": 1, "setup": {...}, "settings": {...},
+                    "timings": {...}, "cells": [cell, ...], "diagnostics": {...}}
+    tables.md      the tables in the paper's layout, rendered from results.json alone
+    *.png          retention bars, alpha trade-off curve, descriptor-cosine heatmaps
+
+`render_tables(results)` is a pure function of the JSON, so `platonic report DIR` reproduces tables.md
+byte for byte. Schema: docs/results.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from ..storage import atomic_write
+
+SCHEMA = "platonic.results"
+VERSION = 1
+
+METHOD_ORDER = {
+    "addition": ("zero_shot", "random", "single_a", "single_b", "closed_form", "oracle"),
+    "negation": ("zero_shot", "closed_form", "target_as_source", "gradient_ascent"),
+    "generalization": ("zero_shot", "one_operator", "two_one_source", "two_two_sources"),
+}
+METHOD_LABELS = {
+    "zero_shot": "zero-shot", "random": "random descriptor", "single_a": "single A only", "single_b": "single B only",
+    "closed_form": "closed form", "oracle": "oracle (target's own descriptors)", "target_as_source": "target as its own source",
+    "gradient_ascent": "gradient ascent (labelled)", "one_operator": "one operator", "two_one_source": "two operators, one source",
+    "two_two_sources": "two operators, two sources",
+}
+
+
+def new_results(setup: dict, settings: dict) -> dict:
+    return {"schema": SCHEMA, "version": VERSION, "setup": setup, "settings": settings, "timings": {}, "cells": [], "diagnostics": {}}
+
+
+def load_results(path) -> dict:
+    path = Path(path)
+    file = path / "results.json" if path.is_dir() else path
+    data = json.loads(file.read_text())
+    if data.get("schema") != SCHEMA or not isinstance(data.get("version"), int) or data["version"] > VERSION:
+        raise ValueError(f"{file} is not a platonic results file of version <= {VERSION}")
+    return data
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _pct(x: float) -> str:
+    return "-" if x != x else f"{100 * x:.2f}"
+
+
+def method_means(cells: list[dict], experiment: str) -> dict[str, dict[str, float]]:
+    """{method: {column: mean accuracy}} and the cell count under key "_n"."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for c in cells:
+        if c["experiment"] == experiment:
+            groups[c["method"]].append(c)
+    out = {}
+    for method, items in groups.items():
+        cols = list(items[0]["accuracy"])
+        out[method] = {col: _mean(c["accuracy"][col] for c in items) for col in cols}
+        out[method]["_n"] = len(items)
+        res = [r for c in items for r in c["residuals"]]
+        out[method]["_residual"] = _mean(res) if res else float("nan")
+    return out
+
+
+def _table(title: str, means: dict, order, columns: list[str], column_labels: dict) -> list[str]:
+    lines = [f"### {title}", "", "| method | " + " | ".join(column_labels.get(c, c) for c in columns) + " | cells | mean solve residual |",
+             "|---|" + "---|" * (len(columns) + 2)]
+    for method in order:
+        if method in means:
+            m = means[method]
+            res = m["_residual"]
+            lines.append(f"| {METHOD_LABELS.get(method, method)} | " + " | ".join(_pct(m[c]) for c in columns)
+                         + f" | {m['_n']} | {'-' if res != res else f'{res:.3f}'} |")
+    return lines + [""]
+
+
+def retention(means: dict) -> dict[str, float]:
+    """(closed form - zero-shot) / (oracle - zero-shot) per task slot, from the table means."""
+    out = {}
+    for slot in ("A", "B"):
+        try:
+            gain = means["oracle"][slot] - means["zero_shot"][slot]
+            out[slot] = (means["closed_form"][slot] - means["zero_shot"][slot]) / gain if gain else float("nan")
+        except KeyError:
+            continue
+    return out
+
+
+def alpha_rows(cells: list[dict]) -> list[tuple[float, float, float, int]]:
+    """(alpha, mean task gain, mean control change, cells) against each cell's own zero-shot."""
+    zero = {(c["target"], c["tasks"][0]): c["accuracy"] for c in cells if c["experiment"] == "alpha" and c["method"] == "zero_shot"}
+    by_alpha: dict[float, list[tuple[float, float]]] = defaultdict(list)
+    for c in cells:
+        if c["experiment"] == "alpha" and c["method"] == "closed_form":
+            z = zero[(c["target"], c["tasks"][0])]
+            controls = [k for k in c["accuracy"] if k != "A"]
+            by_alpha[c["alpha"]].append((c["accuracy"]["A"] - z["A"], _mean(c["accuracy"][k] - z[k] for k in controls)))
+    return [(a, _mean(g for g, _ in v), _mean(k for _, k in v), len(v)) for a, v in sorted(by_alpha.items())]
+
+
+def render_tables(results: dict) -> str:
+    """All tables of a run as Markdown; a pure function of the results JSON."""
+    cells = results["cells"]
+    controls = list(results["setup"].get("controls", {}))
+    lines = [f"# Results: {results['setup'].get('name', 'experiment')}", ""]
+    experiments = {c["experiment"] for c in cells}
+    if "addition" in experiments:
+        means = method_means(cells, "addition")
+        lines += _table("Two-task addition (accuracy %, mean over cells)", means, METHOD_ORDER["addition"],
+                        ["A", "B", *controls], {"A": "task A", "B": "task B"})
+        ret = retention(means)
+        if ret:
+            lines += ["Retention of the oracle's gain over zero-shot: " + ", ".join(f"task {k} {100 * v:.1f}%" for k, v in ret.items()), ""]
+    if "negation" in experiments:
+        lines += _table("Negation (accuracy %, mean over cells)", method_means(cells, "negation"), METHOD_ORDER["negation"],
+                        ["A", *controls], {"A": "negated task"})
+    if "generalization" in experiments:
+        lines += _table("Generalisation to the held-out related task (accuracy %)", method_means(cells, "generalization"),
+                        METHOD_ORDER["generalization"], ["A", *controls], {"A": "held-out task"})
+    if "alpha" in experiments:
+        lines += ["### Strength sweep (single-term cross-model addition)", "",
+                  "| alpha | task gain (points) | control change (points) | cells |", "|---|---|---|---|"]
+        lines += [f"| {a:g} | {100 * g:+.2f} | {100 * k:+.2f} | {n} |" for a, g, k, n in alpha_rows(cells)]
+        lines.append("")
+    cos = results.get("diagnostics", {}).get("cosine")
+    if cos:
+        lines += ["### Descriptor cosine", "", "| task | same task, across models | across tasks, within a model |", "|---|---|---|"]
+        lines += [f"| {t} | {v['cross_model']:.3f} | {v['cross_task']:.3f} |" for t, v in cos.items()]
+        lines.append("")
+    timings = results.get("timings", {})
+    if timings:
+        lines += ["### Timings", ""] + [f"- {k}: {v:.1f} s" for k, v in timings.items()] + [""]
+    return "\n".join(lines)
+
+
+def write_run(directory, results: dict, plots: bool = True) -> Path:
+    """Write results.json, tables.md and (optionally) the plots into `directory` (created)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(results, indent=1)  # insertion order kept: it is the column order of the tables
+    atomic_write(directory / "results.json", lambda tmp: Path(tmp).write_text(text))
+    tables = render_tables(results)
+    atomic_write(directory / "tables.md", lambda tmp: Path(tmp).write_text(tables))
+    if plots:
+        from .plots import write_plots
+
+        write_plots(directory, results)
+    return directory

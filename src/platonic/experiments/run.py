@@ -1,0 +1,42 @@
+"""Run protocols on a setup and write the report directory."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Sequence
+
+from ..descriptor import utc_now
+from ..measure import EmbeddingCache
+from .fastpath import FeatureStore, single_thread
+from .protocols import PROTOCOLS
+from .report import new_results, write_run
+from .setup import ExperimentSetup
+
+
+def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, *, cache: EmbeddingCache | None = None,
+                    progress: bool = True, plots: bool = True, diagnostics: dict | None = None) -> dict:
+    """Run the named protocols ("addition", "negation", "generalization", "alpha") and return results.
+
+    Writes results.json, tables.md and plots into `out_dir` when given.
+    """
+    unknown = [n for n in names if n not in PROTOCOLS]
+    if unknown:
+        raise ValueError(f"unknown experiment(s) {unknown}; choose from {', '.join(PROTOCOLS)}")
+    store = FeatureStore(setup, cache=cache, progress=False)
+    results = new_results(setup.describe(), {"experiments": list(names), "created": utc_now()})
+    t0 = time.perf_counter()
+    store.prefetch(progress=progress)
+    results["timings"]["caching features (forward passes)"] = time.perf_counter() - t0
+    with single_thread():
+        for name in names:
+            start = time.perf_counter()
+            cells = PROTOCOLS[name](setup, store, progress=progress)
+            results["cells"].extend(cells)
+            results["timings"][f"{name} ({len(cells)} records)"] = time.perf_counter() - start
+    results["timings"]["total"] = time.perf_counter() - t0
+    if diagnostics:
+        results["diagnostics"].update(diagnostics)
+    if out_dir is not None:
+        write_run(Path(out_dir), results, plots=plots)
+    return results

@@ -1,0 +1,90 @@
+"""Experiment protocols on a small synthetic setup: the fast path is exact, reports re-render byte for byte."""
+
+import json
+from itertools import combinations
+
+import pytest
+import torch
+
+from platonic.edit import fold, unfold
+from platonic.experiments import run_experiments
+from platonic.experiments.fastpath import FeatureStore, accuracy_end_to_end
+from platonic.experiments.protocols import Operators
+from platonic.experiments.report import SCHEMA, VERSION, load_results, render_tables
+from platonic.experiments.toy import toy_setup
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return toy_setup()
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("target,terms,alpha", [
+    ("m0", [("m1", "t0", 1.0), ("m2", "t1", 1.0)], 0.5),
+    ("m1", [("m0", "t2", -1.0)], 1.0),
+    ("m2", [("m0", "t1", 1.0), ("m1", "t2", 1.0)], 0.75),
+])
+def test_fast_path_equals_folding_the_real_model(setup, target, terms, alpha):
+    store = FeatureStore(setup)
+    ops = Operators(setup, store)
+    keys = [(ops.real(target, s, t)[0], c) for s, t, c in terms]
+    model = setup.models[target]
+    composed = sum(c * store._operators[(target, k)] for k, c in keys)
+    for eval_set in [setup.tasks["t0"].test, setup.tasks["t2"].test, *setup.controls.values()]:
+        fast = store.accuracy(target, eval_set, keys, alpha)
+        feats = store.features(target, eval_set)
+        z_fast = feats.z + alpha * sum(c * store.delta(target, eval_set, k) for k, c in keys)
+        record = fold(model.edit_site, composed, alpha)
+        try:
+            z_real = model.encode_probes(eval_set.inputs).z.double()
+            slow = accuracy_end_to_end(model, eval_set)
+        finally:
+            unfold(record)
+        assert float((z_fast - z_real).norm() / z_real.norm()) < 1e-6
+        assert abs(fast - slow) <= 1e-6
+
+
+def test_cell_counts_and_schema(setup, tmp_path):
+    results = run_experiments(setup, ["addition", "negation", "generalization", "alpha"], tmp_path / "run", progress=False)
+    n_models, n_tasks = len(setup.models), len(setup.tasks)
+    pairs = len(list(combinations(setup.tasks, 2)))
+    by = lambda exp, method: [c for c in results["cells"] if c["experiment"] == exp and c["method"] == method]  # noqa: E731
+    assert len(by("addition", "closed_form")) == n_models * pairs * (n_models - 1) ** 2
+    assert len(by("addition", "oracle")) == n_models * pairs
+    assert len(by("negation", "closed_form")) == n_models * n_tasks * (n_models - 1)
+    assert len(by("alpha", "closed_form")) == n_models * n_tasks * (n_models - 1) * 4
+    assert {c["sources"][0] != c["target"] for c in by("addition", "closed_form")} == {True}
+    data = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert data["schema"] == SCHEMA and data["version"] == VERSION
+    cell = by("addition", "closed_form")[0]
+    assert set(cell) == {"experiment", "method", "target", "sources", "tasks", "coefficients", "alpha", "accuracy", "residuals"}
+    assert set(cell["accuracy"]) == {"A", "B", *setup.controls}
+    for png in ("retention.png", "alpha_tradeoff.png"):
+        assert (tmp_path / "run" / png).stat().st_size > 1000
+
+
+def test_report_re_renders_byte_for_byte(setup, tmp_path):
+    run_experiments(setup, ["addition", "negation"], tmp_path / "run", progress=False, plots=False)
+    written = (tmp_path / "run" / "tables.md").read_bytes()
+    assert render_tables(load_results(tmp_path / "run")).encode() == written
+
+
+def test_same_seed_same_report(setup, tmp_path):
+    a = run_experiments(setup, ["addition"], None, progress=False)
+    b = run_experiments(toy_setup(), ["addition"], None, progress=False)
+    assert a["cells"] == b["cells"]
+
+
+def test_random_baseline_is_the_same_descriptor_in_every_cell(setup):
+    store = FeatureStore(setup)
+    ops = Operators(setup, store)
+    key1, _ = ops.random("m0", "m1", "t0")
+    key2, _ = ops.random("m0", "m1", "t0")
+    assert key1 == key2 and len([k for k in store._operators if k[1][0] == "random"]) == 1
+    d = setup.descriptors[("m1", "t0")]
+    assert torch.equal(d.random_like(42 + 1000 + 0).matrix, d.random_like(42 + 1000 + 0).matrix)
