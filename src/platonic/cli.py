@@ -212,6 +212,20 @@ def apply(
 
 
 @app.command()
+def report(directory: Path = typer.Argument(..., help="A run directory holding results.json."),
+           plots: bool = typer.Option(True, help="Re-draw the PNG plots too.")) -> None:
+    """Re-render a run's tables (and plots) from its results.json."""
+    from .experiments.report import load_results, write_run
+
+    try:
+        results = load_results(directory)
+    except (OSError, ValueError) as exc:
+        _fail(exc)
+    write_run(directory, results, plots=plots)
+    console.print((directory / "tables.md").read_text())
+
+
+@app.command()
 def demo(seed: int = typer.Option(0, help="Seed of the synthetic world."),
          alpha: float = typer.Option(1.0, help="Strength the operator is folded at.")) -> None:
     """Transfer a fine-tune between two different synthetic dual encoders (CPU, seconds).

@@ -41,7 +41,12 @@ def new_results(setup: dict, settings: dict) -> dict:
 def load_results(path) -> dict:
     path = Path(path)
     file = path / "results.json" if path.is_dir() else path
-    data = json.loads(file.read_text())
+    if not file.is_file():
+        raise ValueError(f"{file} does not exist; give a run directory written by `platonic experiment`")
+    try:
+        data = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{file} is not valid JSON ({exc})") from None
     if data.get("schema") != SCHEMA or not isinstance(data.get("version"), int) or data["version"] > VERSION:
         raise ValueError(f"{file} is not a platonic results file of version <= {VERSION}")
     return data
