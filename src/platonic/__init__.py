@@ -6,7 +6,8 @@ Core objects (method.md §1.1-1.3):
 - `solve`, `RidgeSolver`, `relative_residual`, `head_design_matrix`: the closed-form two-sided ridge solve;
 - `Operator`, `OperatorBank`: solved edits for one target, composed by signed sums;
 - `ProjectionParameter`, `LinearSite`, `HeadAffineSite`, `AppendedLinearSite`, `fold`, `unfold`:
-  where an edit lands and folding it in.
+  where an edit lands and folding it in;
+- `load_model`, `measure`, `solve_bank`, `apply`, `save_model`: the same on open_clip / transformers models.
 """
 
 __version__ = "0.1.0"
@@ -32,7 +33,10 @@ from .errors import (
     InvalidInputError,
     PlatonicError,
 )
+from .measurement import measure
+from .models import load_model
 from .solve import RidgeSolver, head_design_matrix, relative_residual, solve, solve_reference
+from .transfer import apply, save_model, solve_bank
 
 __all__ = [
     "AppendedLinearSite", "ArtifactError", "Composition", "Descriptor", "EditSite", "EditSiteError",
@@ -40,4 +44,5 @@ __all__ = [
     "LinearSite", "Operator", "OperatorBank", "PlatonicError", "ProbeGrid", "ProjectionParameter",
     "Provenance", "RidgeSolver", "Term", "digest_probes", "fold", "head_design_matrix", "mean",
     "relative_residual", "solve", "solve_reference", "unfold", "unfold_by_inversion",
+    "apply", "load_model", "measure", "save_model", "solve_bank",
 ]

@@ -145,7 +145,7 @@ def measure(
     batch_size: int = typer.Option(64, "--batch-size"),
 ) -> None:
     """Measure the universal task descriptor of a fine-tune (N probes x M prompts)."""
-    from .measure import measure as measure_descriptor
+    from .measurement import measure as measure_descriptor
 
     try:
         desc = measure_descriptor(model, finetuned, load_probes(probes), read_prompts(prompts, classes, template), task,
@@ -169,7 +169,7 @@ def solve(
     """Solve descriptors into an operator bank for a target model (any architecture)."""
     from .descriptor import Descriptor
     from .hashing import tensor_digest
-    from .measure import canonical_probes
+    from .measurement import canonical_probes
     from .models import load_model
     from .transfer import solve_bank
 

@@ -11,7 +11,7 @@ from .bank import Operator, OperatorBank
 from .descriptor import Descriptor, ProbeGrid
 from .edit import FoldRecord, fold
 from .errors import InvalidInputError
-from .measure import EmbeddingCache, ProbeStore, target_grid
+from .measurement import EmbeddingCache, ProbeStore, target_grid
 from .models import DualEncoder, load_model
 from .progress import track
 from .solve import DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver

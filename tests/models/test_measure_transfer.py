@@ -12,7 +12,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from platonic import Descriptor, InvalidInputError
-from platonic.measure import EmbeddingCache, measure
+from platonic.measurement import EmbeddingCache, measure
 from platonic.transfer import apply, save_model, solve_bank
 
 PROMPTS = ["a photo of a cat.", "a photo of a dog.", "a photo of a bird.", "a photo of a car."]

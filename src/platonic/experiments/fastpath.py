@@ -19,7 +19,7 @@ import torch
 
 from ..bank import Operator
 from ..edit import embedding_change
-from ..measure import EmbeddingCache, target_grid
+from ..measurement import EmbeddingCache, target_grid
 from ..models import DualEncoder, ProbeEmbeddings
 from ..solve import RidgeSolver
 from .setup import EvalSet, ExperimentSetup

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..descriptor import utc_now
-from ..measure import EmbeddingCache
+from ..measurement import EmbeddingCache
 from .fastpath import FeatureStore, single_thread
 from .protocols import PROTOCOLS
 from .report import new_results, write_run
