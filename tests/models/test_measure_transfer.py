@@ -150,3 +150,20 @@ def test_bank_refuses_another_target(tmp_path):
     bank = solve_bank(get_model("hf:tiny-clip"), [desc], probes={desc.grid.probe_digest: probes}, cache=EmbeddingCache(tmp_path))
     with pytest.raises(FingerprintMismatchError, match="solved for target"):
         apply(get_model("hf:tiny-siglip"), bank, {"toy": 1.0})
+
+
+@pytest.mark.parametrize("mode", ["lora", "attention"])
+def test_lora_and_attention_finetunes_on_a_real_architecture(mode):
+    from platonic.finetune import FinetuneConfig, finetune
+
+    model = get_model("hf:tiny-clip")
+    x = probes_n(8)
+    y = torch.arange(4).repeat(2)
+    ft, losses = finetune(model, x, y, PROMPTS, FinetuneConfig(mode=mode, steps=3, batch_size=4, lr=1e-2, orthoreg=0.5),
+                          progress=False)
+    assert len(losses) == 3
+    changed = [k for k, v in ft.module.state_dict().items() if not torch.equal(v, model.module.state_dict()[k])]
+    assert changed and all("vision_model" in k for k in changed)
+    assert all("lora" not in k for k in ft.module.state_dict())  # LoRA merged away: a plain model again
+    if mode == "lora":
+        assert {k.rsplit(".", 2)[-2] for k in changed} <= {"q_proj", "v_proj"}

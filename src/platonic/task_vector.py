@@ -1,0 +1,111 @@
+"""Weight-space task arithmetic (method.md §2): task vectors tau = theta_ft - theta_0 and their algebra.
+
+    theta_MT = theta_0 + sum_t alpha * tau_t          (addition; one alpha for all tasks)
+    theta    = theta_0 - alpha * tau_t                (negation)
+
+A `TaskVector` maps parameter names to tensors. Vectors of one architecture (same names and shapes)
+add, subtract, negate and scale; `sum()` works. `apply_to(model, alpha)` returns an edited copy.
+Weight-space *transport* (adding one model's vector to another model of the same architecture but
+other pre-training, theta_B + tau_A) is the same `apply_to` on the other model; names and shapes must match.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Mapping
+
+import torch
+from torch import nn
+
+from ._checks import as_finite_scalar
+from .errors import InvalidInputError
+from .storage import atomic_write
+
+
+class TaskVector:
+    """tau (name -> tensor); float tensors only (integer buffers are not task-specific)."""
+
+    __slots__ = ("deltas",)
+
+    def __init__(self, deltas: Mapping[str, torch.Tensor]):
+        if not deltas:
+            raise InvalidInputError("a task vector needs at least one parameter")
+        self.deltas = {k: v.detach() for k, v in deltas.items()}
+
+    @classmethod
+    def from_models(cls, pretrained: nn.Module, finetuned: nn.Module) -> "TaskVector":
+        """tau = theta_ft - theta_0 over the floating parameters and buffers both modules hold."""
+        pre, ft = pretrained.state_dict(), finetuned.state_dict()
+        missing = sorted(set(pre) ^ set(ft))
+        if missing:
+            raise InvalidInputError(f"the two models differ in parameters (e.g. {missing[:3]}); a task vector needs one architecture")
+        return cls({k: ft[k].double() - pre[k].double() for k in pre if pre[k].is_floating_point()})
+
+    def _check_same(self, other: "TaskVector") -> None:
+        if set(self.deltas) != set(other.deltas):
+            diff = sorted(set(self.deltas) ^ set(other.deltas))
+            raise InvalidInputError(f"task vectors of different architectures (e.g. {diff[:3]}) cannot be combined")
+
+    def __add__(self, other):
+        if not isinstance(other, TaskVector):
+            return NotImplemented
+        self._check_same(other)
+        return TaskVector({k: v + other.deltas[k] for k, v in self.deltas.items()})
+
+    def __radd__(self, other):
+        if isinstance(other, (int, float)) and not isinstance(other, bool) and other == 0:
+            return self
+        return NotImplemented
+
+    def __sub__(self, other):
+        if not isinstance(other, TaskVector):
+            return NotImplemented
+        return self + (-other)
+
+    def __neg__(self) -> "TaskVector":
+        return self * -1.0
+
+    def __mul__(self, scalar):
+        if isinstance(scalar, bool) or not isinstance(scalar, (int, float, torch.Tensor)):
+            return NotImplemented
+        c = as_finite_scalar("task vector coefficient", scalar)
+        return TaskVector({k: c * v for k, v in self.deltas.items()})
+
+    __rmul__ = __mul__
+
+    def norm(self) -> float:
+        return float(torch.sqrt(sum((v.double() ** 2).sum() for v in self.deltas.values())))
+
+    def cosine(self, other: "TaskVector") -> float:
+        self._check_same(other)
+        dot = sum((v.double() * other.deltas[k].double()).sum() for k, v in self.deltas.items())
+        denom = self.norm() * other.norm()
+        if denom == 0:
+            raise InvalidInputError("cosine with a zero task vector is undefined")
+        return float(dot) / denom
+
+    def apply_to(self, model: nn.Module, alpha: float = 1.0) -> nn.Module:
+        """A copy of `model` with theta + alpha * tau (names and shapes must match)."""
+        alpha = as_finite_scalar("alpha", alpha)
+        out = copy.deepcopy(model)
+        state = out.state_dict()
+        for k, v in self.deltas.items():
+            if k not in state:
+                raise InvalidInputError(f"the model has no parameter {k!r}; the task vector is of another architecture")
+            if state[k].shape != v.shape:
+                raise InvalidInputError(f"parameter {k!r} is {tuple(state[k].shape)} in the model but {tuple(v.shape)} in the task vector")
+            with torch.no_grad():
+                state[k].copy_((state[k].double() + alpha * v.double()).to(state[k].dtype))
+        return out
+
+    def save(self, path) -> None:
+        from safetensors.torch import save_file
+
+        tensors = {k: v.contiguous() for k, v in self.deltas.items()}
+        atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={"platonic": '{"kind": "task_vector"}'}))
+
+    @classmethod
+    def load(cls, path) -> "TaskVector":
+        from safetensors.torch import load_file
+
+        return cls(load_file(str(path)))

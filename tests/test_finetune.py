@@ -1,0 +1,84 @@
+"""Fine-tuning against the frozen prompt head, gradient ascent, OrthoReg, task vectors."""
+
+import pytest
+import torch
+
+from platonic import InvalidInputError
+from platonic.experiments.fastpath import accuracy_end_to_end
+from platonic.experiments.toy import toy_setup
+from platonic.finetune import FinetuneConfig, finetune, orthoreg_penalty
+from platonic.task_vector import TaskVector
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return toy_setup()
+
+
+def train_split(setup, task="t0"):
+    spec = setup.tasks[task]
+    g = torch.Generator().manual_seed(5)
+    x = spec.test.inputs + 0.1 * torch.randn(spec.test.inputs.shape, generator=g)  # a labelled "train" draw
+    return x, spec.test.labels, spec.prompts
+
+
+def test_orthoreg_penalty_matches_its_formula():
+    dW_wide = torch.tensor([[1.0, 2.0, 0.0], [0.0, 1.0, 1.0]])  # rows < cols: Gram = dW dW^T (2 x 2)
+    dW_tall = dW_wide.T.contiguous()  # rows > cols: Gram = dW^T dW (2 x 2), the same matrix
+    gram = dW_wide @ dW_wide.T
+    expected = float(torch.linalg.matrix_norm(gram - torch.eye(2)))  # ||.||_F, not squared
+    assert float(orthoreg_penalty([dW_wide])) == pytest.approx(expected)
+    assert float(orthoreg_penalty([dW_tall, torch.ones(5)])) == pytest.approx(expected)  # 1-D skipped
+    Q, _ = torch.linalg.qr(torch.randn(6, 3))
+    assert float(orthoreg_penalty([Q])) == pytest.approx(0.0, abs=1e-5)  # orthonormal columns cost nothing
+    with pytest.raises(InvalidInputError, match="no 2-D parameter"):
+        orthoreg_penalty([torch.ones(3)])
+
+
+def test_full_finetune_raises_accuracy_and_ascent_lowers_it(setup):
+    model = setup.models["m0"]
+    x, y, prompts = train_split(setup)
+    before = accuracy_end_to_end(model, setup.tasks["t0"].test)
+    cfg = FinetuneConfig(steps=60, lr=3e-3, batch_size=32, weight_decay=0.0, logit_scale=20.0)
+    ft, losses = finetune(model, x, y, prompts, cfg, progress=False)
+    after = accuracy_end_to_end(ft, setup.tasks["t0"].test)
+    assert after > before + 0.03, (before, after)
+    assert losses[-1] < losses[0]
+    assert torch.equal(model.tower[0].weight, setup.models["m0"].tower[0].weight)  # the original is untouched
+    down, _ = finetune(model, x, y, prompts, cfg.model_copy(update={"ascent": True}), progress=False)
+    assert accuracy_end_to_end(down, setup.tasks["t0"].test) < before - 0.1
+
+
+def test_finetune_is_deterministic(setup):
+    model = setup.models["m1"]
+    x, y, prompts = train_split(setup)
+    cfg = FinetuneConfig(steps=10, lr=1e-3, batch_size=16, orthoreg=1.0)
+    a, la = finetune(model, x, y, prompts, cfg, progress=False)
+    b, lb = finetune(model, x, y, prompts, cfg, progress=False)
+    assert la == lb
+    assert all(torch.equal(p, q) for p, q in zip(a.module.parameters(), b.module.parameters()))
+
+
+def test_task_vector_algebra_and_apply(setup):
+    model = setup.models["m0"]
+    x, y, prompts = train_split(setup)
+    ft, _ = finetune(model, x, y, prompts, FinetuneConfig(steps=5, lr=1e-2), progress=False)
+    tau = TaskVector.from_models(model.module, ft.module)
+    assert tau.norm() > 0
+    assert (tau - tau).norm() == 0 and (-(-tau)).cosine(tau) == pytest.approx(1.0)
+    assert (0.5 * tau + tau * 0.5).norm() == pytest.approx(tau.norm())
+    assert sum([tau, tau]).norm() == pytest.approx(2 * tau.norm())
+    rebuilt = tau.apply_to(model.module, 1.0)
+    for (k, p), q in zip(rebuilt.state_dict().items(), ft.module.state_dict().values()):
+        assert torch.allclose(p, q, atol=1e-6), k
+    with pytest.raises(InvalidInputError, match="another architecture|different architectures"):
+        TaskVector({"nope": torch.zeros(1)}).apply_to(model.module)
+
+
+def test_config_is_validated():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="steps"):
+        FinetuneConfig(steps=0)
+    with pytest.raises(ValidationError, match="mode"):
+        FinetuneConfig(mode="everything")
