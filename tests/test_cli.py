@@ -50,3 +50,19 @@ def test_demo_runs_and_is_deterministic():
 def test_version():
     code, out = run("--version")
     assert code == 0 and out.startswith("platonic ")
+
+
+def test_experiment_and_report_on_the_toy_setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PLATONIC_QUIET", "1")
+    out = tmp_path / "run"
+    code, text = run("experiment", "addition", "alpha", "--setup", "toy", "-o", out)
+    assert code == 0, text
+    assert "Two-task addition" in text and "Strength sweep" in text
+    tables = (out / "tables.md").read_bytes()
+    code, text = run("report", out, "--no-plots")
+    assert code == 0 and (out / "tables.md").read_bytes() == tables
+    code, text = run("experiment", "subtraction", "--setup", "toy", "-o", out)
+    assert code == 2 and "unknown experiment(s) subtraction" in text
+    code, text = run("experiment", "addition", "--setup", "mars", "-o", out)
+    assert code == 2 and "unknown setup 'mars'" in text

@@ -211,6 +211,45 @@ def apply(
     console.print(f"wrote {path}: {target} + ({terms}) at alpha = {alpha}")
 
 
+SETUPS = {  # name -> "module:function" returning an ExperimentSetup (imported on demand)
+    "world": "platonic.world.setup:world_setup",
+    "toy": "platonic.experiments.toy:toy_setup",
+}
+
+
+def load_setup(name: str):
+    import importlib
+
+    from .errors import InvalidInputError
+
+    if name not in SETUPS:
+        raise InvalidInputError(f"unknown setup {name!r}; choose from {', '.join(SETUPS)}")
+    module, func = SETUPS[name].split(":")
+    return getattr(importlib.import_module(module), func)()
+
+
+@app.command()
+def experiment(
+    names: list[str] = typer.Argument(..., help="addition, negation, generalization and/or alpha."),
+    setup: str = typer.Option("world", "--setup", help="world (the embedded world) or toy (synthetic, seconds)."),
+    output: Path = typer.Option(Path("runs/experiment"), "-o", "--output", help="Run directory to write."),
+    plots: bool = typer.Option(True, help="Draw the PNG plots."),
+) -> None:
+    """Run the paper's experiment protocols and write results.json, tables.md and plots."""
+    from .experiments import PROTOCOLS, run_experiments
+    from .errors import InvalidInputError
+
+    try:
+        unknown = [n for n in names if n not in PROTOCOLS]
+        if unknown:
+            raise InvalidInputError(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(PROTOCOLS)}")
+        run_experiments(load_setup(setup), names, output, plots=plots)
+    except PlatonicError as exc:
+        _fail(exc)
+    console.print((output / "tables.md").read_text())
+    console.print(f"report: {output}/ (results.json, tables.md, plots)")
+
+
 @app.command()
 def report(directory: Path = typer.Argument(..., help="A run directory holding results.json."),
            plots: bool = typer.Option(True, help="Re-draw the PNG plots too.")) -> None:
