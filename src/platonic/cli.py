@@ -212,7 +212,7 @@ def apply(
 
 
 SETUPS = {  # name -> "module:function" returning an ExperimentSetup (imported on demand)
-    "world": "platonic.world.setup:world_setup",
+    "world": "platonic.experiments.world_setup:world_setup",
     "toy": "platonic.experiments.toy:toy_setup",
 }
 
