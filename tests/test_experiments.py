@@ -64,7 +64,9 @@ def test_cell_counts_and_schema(setup, tmp_path):
     cell = by("addition", "closed_form")[0]
     assert set(cell) == {"experiment", "method", "target", "sources", "tasks", "coefficients", "alpha", "accuracy", "residuals"}
     assert set(cell["accuracy"]) == {"A", "B", *setup.controls}
-    for png in ("retention.png", "alpha_tradeoff.png"):
+    cos = data["diagnostics"]["cosine"]
+    assert set(cos) == set(setup.tasks) and all(-1 <= v["cross_model"] <= 1 for v in cos.values())
+    for png in ("retention.png", "alpha_tradeoff.png", "cosine_models.png", "cosine_tasks.png"):
         assert (tmp_path / "run" / png).stat().st_size > 1000
 
 

@@ -35,6 +35,7 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
             results["cells"].extend(cells)
             results["timings"][f"{name} ({len(cells)} records)"] = time.perf_counter() - start
     results["timings"]["total"] = time.perf_counter() - t0
+    results["diagnostics"].update(setup.diagnostics)
     if diagnostics:
         results["diagnostics"].update(diagnostics)
     if out_dir is not None:

@@ -44,6 +44,7 @@ class ExperimentSetup:
     related_group / held_out: tasks whose operators are applied to the held-out related task.
     baselines: optional named callables for baselines that need more than cached features, e.g.
         "gradient_ascent": (model name, task name) -> DualEncoder (an edited copy).
+    diagnostics: results computed while building the setup (descriptor cosines), written into results.json.
     """
 
     name: str
@@ -54,6 +55,7 @@ class ExperimentSetup:
     related_group: tuple[str, ...] = ()
     held_out: str | None = None
     baselines: dict[str, Callable] = field(default_factory=dict)
+    diagnostics: dict = field(default_factory=dict)  # precomputed, e.g. descriptor cosines; copied into results
 
     def describe(self) -> dict:
         return {

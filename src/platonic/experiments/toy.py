@@ -17,6 +17,7 @@ from ..descriptor import Descriptor, ProbeGrid, Provenance
 from ..edit import EditSite, LinearSite
 from ..errors import InvalidInputError
 from ..models.base import DualEncoder
+from .diagnostics import descriptor_cosines
 from .setup import EvalSet, ExperimentSetup, TaskSpec
 
 
@@ -110,13 +111,17 @@ def toy_setup(seed: int = 0, k: int = 24, classes: int = 5, widths=((48, 32), (6
     for i, grp in enumerate(groups[n_tasks:]):
         x, y = draw(grp, 60, 3000 + i)
         controls[grp] = EvalSet(grp, x, y, prompts[grp])
-    descriptors = {}
+    on_grid = {}  # (model, fine-tune task, grid task) -> descriptor
     for name, model in models.items():
-        for task, spec in tasks.items():
-            ft = model.finetuned(edits[task])
-            with torch.no_grad():
-                f_pre, f_ft = model.tower(spec.probes), ft.tower(ft.prepare_probes(spec.probes))
-            grid = ProbeGrid.from_probes(task, spec.prompts, spec.probes)
-            descriptors[(name, task)] = Descriptor.from_embeddings(
-                f_pre, f_ft, model.encode_texts(spec.prompts), grid, Provenance(source=model.spec, finetune=f"latent edit {task}"))
-    return ExperimentSetup("toy", models, tasks, controls, descriptors, related_group=("t1", "t2"), held_out="t3")
+        for source_task in tasks:
+            ft = model.finetuned(edits[source_task])
+            for task, spec in tasks.items():
+                with torch.no_grad():
+                    f_pre, f_ft = model.tower(spec.probes), ft.tower(ft.prepare_probes(spec.probes))
+                grid = ProbeGrid.from_probes(task, spec.prompts, spec.probes)
+                on_grid[(name, source_task, task)] = Descriptor.from_embeddings(
+                    f_pre, f_ft, model.encode_texts(spec.prompts), grid,
+                    Provenance(source=model.spec, finetune=f"latent edit {source_task}"))
+    descriptors = {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}
+    return ExperimentSetup("toy", models, tasks, controls, descriptors, related_group=("t1", "t2"), held_out="t3",
+                           diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))

@@ -15,6 +15,7 @@ from safetensors import safe_open
 from ..finetune import FinetuneConfig, finetune
 from ..measurement import EmbeddingCache, measure
 from ..progress import track
+from .diagnostics import descriptor_cosines
 from .setup import EvalSet, ExperimentSetup, TaskSpec
 
 DEFAULT_SOURCE_KIND = "lora"
@@ -47,13 +48,15 @@ def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DE
     controls = {name: EvalSet(name, data[name].test.images, data[name].test.labels, tuple(wd.CONTROLS[name].prompts))
                 for name in wd.CONTROL_NAMES}
     cache = EmbeddingCache()
-    descriptors = {}
+    on_grid = {}  # (model, fine-tune task s, grid task t) -> what the fine-tune on s changed on t's grid
     suffix = "" if source_kind == "full" else f"/{source_kind}"
     for model in track(list(models), description="measuring descriptors", enabled=progress):
-        for task, spec in tasks.items():
-            finetuned = load_world_model(f"{model}/{task}{suffix}", root=path)
-            descriptors[(model, task)] = measure(models[model], finetuned, spec.probes, spec.prompts, task,
-                                                 cache=cache, progress=False)
+        for source_task in tasks:
+            finetuned = load_world_model(f"{model}/{source_task}{suffix}", root=path)
+            for task, spec in tasks.items():
+                on_grid[(model, source_task, task)] = measure(models[model], finetuned, spec.probes, spec.prompts, task,
+                                                              cache=cache, progress=False)
+    descriptors = {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}
 
     def gradient_ascent(target: str, task: str):
         train = data[task].train
@@ -62,4 +65,5 @@ def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DE
 
     return ExperimentSetup(f"world ({path.name}, sources: {source_kind} fine-tunes)", models, tasks, controls, descriptors,
                            related_group=tuple(wd.RELATED_GROUP), held_out=wd.HELD_OUT_RELATED,
-                           baselines={"gradient_ascent": gradient_ascent})
+                           baselines={"gradient_ascent": gradient_ascent},
+                           diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))
