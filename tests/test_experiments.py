@@ -90,3 +90,20 @@ def test_random_baseline_is_the_same_descriptor_in_every_cell(setup):
     assert key1 == key2 and len([k for k in store._operators if k[1][0] == "random"]) == 1
     d = setup.descriptors[("m1", "t0")]
     assert torch.equal(d.random_like(42 + 1000 + 0).matrix, d.random_like(42 + 1000 + 0).matrix)
+
+
+def test_weight_space_baselines_on_a_same_architecture_pair(tmp_path):
+    from platonic.experiments.protocols import WEIGHT_ALPHAS, same_architecture_pairs
+
+    pair_setup = toy_setup(widths=((48, 32), (48, 32), (64, 40)))
+    assert same_architecture_pairs(pair_setup) == [("m0", "m1"), ("m1", "m0")]
+    results = run_experiments(pair_setup, ["weight_space"], tmp_path / "ws", progress=False, plots=False)
+    cells = results["cells"]
+    n_pairs = len(list(combinations(pair_setup.tasks, 2)))
+    ta = [c for c in cells if c["method"] == "task_arithmetic"]
+    wt = [c for c in cells if c["method"] == "weight_transport"]
+    cf = [c for c in cells if c["method"] == "closed_form"]
+    assert len(ta) == 3 * n_pairs and len(wt) == 2 * n_pairs and len(cf) == 2 * n_pairs
+    assert all(c["alpha"] in WEIGHT_ALPHAS for c in ta + wt)
+    assert {(c["sources"][0], c["target"]) for c in wt} == {("m0", "m1"), ("m1", "m0")}
+    assert "Weight-space baselines" in (tmp_path / "ws" / "tables.md").read_text()

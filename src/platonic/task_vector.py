@@ -86,9 +86,14 @@ class TaskVector:
 
     def apply_to(self, model: nn.Module, alpha: float = 1.0) -> nn.Module:
         """A copy of `model` with theta + alpha * tau (names and shapes must match)."""
-        alpha = as_finite_scalar("alpha", alpha)
         out = copy.deepcopy(model)
-        state = out.state_dict()
+        self.add_to_(out, alpha)
+        return out
+
+    def add_to_(self, model: nn.Module, alpha: float = 1.0) -> None:
+        """theta <- theta + alpha * tau, in place."""
+        alpha = as_finite_scalar("alpha", alpha)
+        state = model.state_dict()
         for k, v in self.deltas.items():
             if k not in state:
                 raise InvalidInputError(f"the model has no parameter {k!r}; the task vector is of another architecture")
@@ -96,7 +101,6 @@ class TaskVector:
                 raise InvalidInputError(f"parameter {k!r} is {tuple(state[k].shape)} in the model but {tuple(v.shape)} in the task vector")
             with torch.no_grad():
                 state[k].copy_((state[k].double() + alpha * v.double()).to(state[k].dtype))
-        return out
 
     def save(self, path) -> None:
         from safetensors.torch import save_file

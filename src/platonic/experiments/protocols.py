@@ -11,10 +11,13 @@ Each protocol returns a list of cell records (plain dicts, see docs/results.md):
   target_as_source (the target's own descriptor), and gradient_ascent when the setup provides it.
 - generalization: operators of the related group applied to the held-out related task.
 - alpha_sweep: single-term cross-model additions at several strengths.
+- weight_space: classic task arithmetic within one model and weight-space transport between models of
+  one architecture (alpha chosen on validation), beside the closed form on the same cells.
 """
 
 from __future__ import annotations
 
+import copy
 from itertools import combinations, permutations
 from typing import Callable, Iterable
 
@@ -159,4 +162,64 @@ def alpha_sweep(setup: ExperimentSetup, store: FeatureStore, alphas: Iterable[fl
     return cells
 
 
-PROTOCOLS = {"addition": addition, "negation": negation, "generalization": generalization, "alpha": alpha_sweep}
+WEIGHT_ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
+
+
+def same_architecture_pairs(setup: ExperimentSetup) -> list[tuple[str, str]]:
+    """Ordered (source, target) pairs of different models with identical architecture ids."""
+    ids = {name: m.architecture_id() for name, m in setup.models.items()}
+    return [(a, b) for a, b in permutations(setup.models, 2) if ids[a] == ids[b]]
+
+
+def weight_space(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5, progress: bool = True) -> list[dict]:
+    """Weight-space baselines on two-task addition, where they apply (method.md §2, §1.7).
+
+    task_arithmetic: theta_0 + a (tau_A + tau_B) within one model; weight_transport: theta_B + a (tau_A + tau_B)
+    with the task vectors of a same-architecture model A. In both, a is chosen from {0, 0.1, ..., 1} by
+    mean validation accuracy on the two tasks. closed_form: the same cells (source = the pair's other
+    model) through the closed form at `alpha`, for comparison. Needs setup.baselines["task_vector"].
+    """
+    task_vector = setup.baselines.get("task_vector")
+    pairs = same_architecture_pairs(setup)
+    if task_vector is None:
+        return []
+    ops = Operators(setup, store)
+    cells = []
+
+    def edited_copy(target, tau, a):
+        model = copy.deepcopy(setup.models[target])
+        tau.add_to_(model.module, a)
+        model.invalidate_fingerprint()
+        return model
+
+    def chosen_alpha(target, tau, tasks):
+        scores = {}
+        for a in WEIGHT_ALPHAS:
+            model = edited_copy(target, tau, a)
+            scores[a] = sum(accuracy_end_to_end(model, setup.tasks[t].val) for t in tasks) / len(tasks)
+        return max(scores, key=lambda a: (scores[a], -a))
+
+    def evaluate(model, slots):
+        sets = {**{slot: setup.tasks[t].test for slot, t in slots.items()}, **setup.controls}
+        return {name: accuracy_end_to_end(model, s) for name, s in sets.items()}
+
+    runs = [(m, m) for m in setup.models] + pairs  # (source of the task vectors, target)
+    for source, target in track(runs, description="weight-space baselines", enabled=progress):
+        for a_task, b_task in combinations(setup.tasks, 2):
+            slots = {"A": a_task, "B": b_task}
+            tau = task_vector(source, a_task) + task_vector(source, b_task)
+            best = chosen_alpha(target, tau, [a_task, b_task])
+            method = "task_arithmetic" if source == target else "weight_transport"
+            cells.append(_cell("weight_space", method, target, [source, source], [a_task, b_task], [1.0, 1.0], best,
+                               evaluate(edited_copy(target, tau, best), slots)))
+            if source != target:
+                (ka, ra), (kb, rb) = ops.real(target, source, a_task), ops.real(target, source, b_task)
+                cells.append(_cell("weight_space", "closed_form", target, [source, source], [a_task, b_task], [1.0, 1.0], alpha,
+                                   _accuracies(store, setup, target, slots, [(ka, 1.0), (kb, 1.0)], alpha), [ra, rb]))
+                cells.append(_cell("weight_space", "zero_shot", target, [], [a_task, b_task], [], 0.0,
+                                   _accuracies(store, setup, target, slots, [], 0.0)))
+    return cells
+
+
+PROTOCOLS = {"addition": addition, "negation": negation, "generalization": generalization, "alpha": alpha_sweep,
+             "weight_space": weight_space}

@@ -25,12 +25,14 @@ METHOD_ORDER = {
     "addition": ("zero_shot", "random", "single_a", "single_b", "closed_form", "oracle"),
     "negation": ("zero_shot", "closed_form", "target_as_source", "gradient_ascent"),
     "generalization": ("zero_shot", "one_operator", "two_one_source", "two_two_sources"),
+    "weight_space": ("zero_shot", "task_arithmetic", "weight_transport", "closed_form"),
 }
 METHOD_LABELS = {
     "zero_shot": "zero-shot", "random": "random descriptor", "single_a": "single A only", "single_b": "single B only",
     "closed_form": "closed form", "oracle": "oracle (target's own descriptors)", "target_as_source": "target as its own source",
     "gradient_ascent": "gradient ascent (labelled)", "one_operator": "one operator", "two_one_source": "two operators, one source",
-    "two_two_sources": "two operators, two sources",
+    "two_two_sources": "two operators, two sources", "task_arithmetic": "task arithmetic within the model (alpha on val)",
+    "weight_transport": "weight-space transport, same architecture (alpha on val)",
 }
 
 
@@ -132,6 +134,10 @@ def render_tables(results: dict) -> str:
     if "generalization" in experiments:
         lines += _table("Generalisation to the held-out related task (accuracy %)", method_means(cells, "generalization"),
                         METHOD_ORDER["generalization"], ["A", *controls], {"A": "held-out task"})
+    if "weight_space" in experiments:
+        lines += _table("Weight-space baselines (two-task addition; zero-shot and closed form on the transport cells)",
+                        method_means(cells, "weight_space"), METHOD_ORDER["weight_space"], ["A", "B", *controls],
+                        {"A": "task A", "B": "task B"})
     if "alpha" in experiments:
         lines += ["### Strength sweep (single-term cross-model addition)", "",
                   "| alpha | task gain (points) | control change (points) | cells |", "|---|---|---|---|"]

@@ -17,6 +17,8 @@ from ..descriptor import Descriptor, ProbeGrid, Provenance
 from ..edit import EditSite, LinearSite
 from ..errors import InvalidInputError
 from ..models.base import DualEncoder
+from ..finetune import FinetuneConfig, finetune
+from ..task_vector import TaskVector
 from .diagnostics import descriptor_cosines
 from .setup import EvalSet, ExperimentSetup, TaskSpec
 
@@ -104,7 +106,8 @@ def toy_setup(seed: int = 0, k: int = 24, classes: int = 5, widths=((48, 32), (6
     for i, grp in enumerate(groups[:n_tasks]):
         probes, _ = draw(grp, 30, 1000 + i)
         x, y = draw(grp, 60, 2000 + i)
-        tasks[grp] = TaskSpec(grp, prompts[grp], probes, EvalSet(grp, x, y, prompts[grp]))
+        xv, yv = draw(grp, 30, 5000 + i)
+        tasks[grp] = TaskSpec(grp, prompts[grp], probes, EvalSet(grp, x, y, prompts[grp]), EvalSet(f"{grp}/val", xv, yv, prompts[grp]))
         basis, _ = torch.linalg.qr(centroids[grp].T)
         edits[grp] = torch.eye(k) + beta * basis @ basis.T
     controls = {}
@@ -123,5 +126,17 @@ def toy_setup(seed: int = 0, k: int = 24, classes: int = 5, widths=((48, 32), (6
                     f_pre, f_ft, model.encode_texts(spec.prompts), grid,
                     Provenance(source=model.spec, finetune=f"latent edit {source_task}"))
     descriptors = {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}
+    vectors = {}
+
+    def task_vector(model: str, task: str) -> TaskVector:
+        """Weight-space task vector of a short labelled fine-tune of `model` on `task` (cached)."""
+        if (model, task) not in vectors:
+            x, y = draw(task, 40, 4000 + list(tasks).index(task))
+            cfg = FinetuneConfig(steps=30, lr=3e-3, batch_size=40, weight_decay=0.0, logit_scale=20.0)
+            ft, _ = finetune(models[model], x, y, tasks[task].prompts, cfg, progress=False)
+            vectors[(model, task)] = TaskVector.from_models(models[model].module, ft.module)
+        return vectors[(model, task)]
+
     return ExperimentSetup("toy", models, tasks, controls, descriptors, related_group=("t1", "t2"), held_out="t3",
+                           baselines={"task_vector": task_vector},
                            diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))

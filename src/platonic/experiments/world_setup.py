@@ -15,6 +15,7 @@ from safetensors import safe_open
 from ..finetune import FinetuneConfig, finetune
 from ..measurement import EmbeddingCache, measure
 from ..progress import track
+from ..task_vector import TaskVector
 from .diagnostics import descriptor_cosines
 from .setup import EvalSet, ExperimentSetup, TaskSpec
 
@@ -58,6 +59,10 @@ def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DE
                                                               cache=cache, progress=False)
     descriptors = {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}
 
+    def task_vector(model: str, task: str) -> TaskVector:
+        """tau of the full fine-tune (the task_vectors-style source) of `model` on `task`."""
+        return TaskVector.from_models(models[model].module, load_world_model(f"{model}/{task}", root=path).module)
+
     def gradient_ascent(target: str, task: str):
         train = data[task].train
         edited, _ = finetune(models[target], train.images, train.labels, tasks[task].prompts, ASCENT, progress=False)
@@ -65,5 +70,5 @@ def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DE
 
     return ExperimentSetup(f"world ({path.name}, sources: {source_kind} fine-tunes)", models, tasks, controls, descriptors,
                            related_group=tuple(wd.RELATED_GROUP), held_out=wd.HELD_OUT_RELATED,
-                           baselines={"gradient_ascent": gradient_ascent},
+                           baselines={"gradient_ascent": gradient_ascent, "task_vector": task_vector},
                            diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))
