@@ -1,6 +1,6 @@
 """The command line: inspect each artifact kind, clear errors, the demo."""
 
-import re
+import json
 
 from helpers import make_descriptor
 from test_storage import make_operator
@@ -39,12 +39,15 @@ def test_inspect_bad_file_is_a_clear_error_not_a_traceback(tmp_path):
     assert "Traceback" not in out
 
 
-def test_demo_runs_and_is_deterministic():
-    code1, out1 = run("demo")
-    code2, out2 = run("demo")
-    assert code1 == 0 and code2 == 0
-    assert out1 == out2
-    assert re.search(r"toy-0-d48\s+│\s+toy-1-d80", out1)
+def test_demo_on_the_toy_setup_is_deterministic(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PLATONIC_QUIET", "1")
+    code1, out1 = run("demo", "--setup", "toy", "-o", tmp_path / "a")
+    code2, out2 = run("demo", "--setup", "toy", "-o", tmp_path / "b")
+    assert code1 == 0 and code2 == 0, out1
+    strip = lambda p: [c for c in json.loads((p / "results.json").read_text())["cells"]]  # noqa: E731
+    assert strip(tmp_path / "a") == strip(tmp_path / "b")
+    assert "Two-task addition" in out1 and "Negation" in out1 and "Generalisation" in out1
 
 
 def test_version():

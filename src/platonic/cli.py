@@ -264,28 +264,27 @@ def report(directory: Path = typer.Argument(..., help="A run directory holding r
     console.print((directory / "tables.md").read_text())
 
 
+DEMO_EXPERIMENTS = ("addition", "negation", "generalization")
+
+
 @app.command()
-def demo(seed: int = typer.Option(0, help="Seed of the synthetic world."),
-         alpha: float = typer.Option(1.0, help="Strength the operator is folded at.")) -> None:
-    """Transfer a fine-tune between two different synthetic dual encoders (CPU, seconds).
+def demo(
+    setup: str = typer.Option("world", "--setup", help="world (the embedded world, built on first use) or toy (synthetic, seconds)."),
+    output: Path = typer.Option(Path("runs/demo"), "-o", "--output", help="Run directory to write."),
+) -> None:
+    """The paper's protocol on the embedded world: addition, negation, generalisation (CPU, minutes).
 
-    Until the embedded world of tiny trained models lands, the demo runs on a synthetic latent world
-    (platonic.synthetic): measure a descriptor on one model, solve it on the other, fold, evaluate.
+    Builds the world first if it is not cached (profile from $PLATONIC_WORLD_PROFILE, default full).
     """
-    from .synthetic import run_demo
+    from .experiments import run_experiments
 
-    result = run_demo(seed=seed, alpha=alpha)
-    console.print("[bold]platonic demo[/]: synthetic world of two dual encoders (d = 48 and d = 80) sharing one latent "
-                  f"space; one shared fine-tune; operator folded at alpha = {alpha}.")
-    table = Table(title="held-out accuracy of the target (2,000 draws, 10 classes)")
-    keys = ["source", "target", "zero-shot", "transferred", "oracle", "own fine-tune", "UTD cosine", "transferred residual"]
-    for k in keys:
-        table.add_column(k)
-    for row in result["rows"]:
-        table.add_row(*[row[k] if isinstance(row[k], str) else f"{row[k]:.3f}" for k in keys])
-    console.print(table)
-    console.print("transferred: the source's descriptor solved on the target and folded; oracle: the target's own "
-                  "descriptor through the same solve; UTD cosine: between the two models' descriptors of the task.")
+    console.print(f"[bold]platonic demo[/]: {', '.join(DEMO_EXPERIMENTS)} on the {setup} setup")
+    try:
+        run_experiments(load_setup(setup), list(DEMO_EXPERIMENTS), output)
+    except PlatonicError as exc:
+        _fail(exc)
+    console.print((output / "tables.md").read_text())
+    console.print(f"report: {output}/ (results.json, tables.md, plots); re-render with `platonic report {output}`")
 
 
 if __name__ == "__main__":  # pragma: no cover
