@@ -19,6 +19,10 @@ app = typer.Typer(
 )
 console = Console()
 
+from .world.cli import world_app  # noqa: E402 - typer sub-app; imports nothing heavy
+
+app.add_typer(world_app, name="world")
+
 
 def _fail(exc: Exception) -> None:
     console.print(f"[bold red]error:[/] {exc}")

@@ -9,9 +9,9 @@ from pathlib import Path
 def cache_root() -> Path:
     explicit = os.environ.get("PLATONIC_CACHE")
     if explicit:
-        return Path(explicit)
+        return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "platonic"
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "platonic"
 
 
 def cache_dir(*parts: str) -> Path:

@@ -61,7 +61,9 @@ def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DE
 
     def task_vector(model: str, task: str) -> TaskVector:
         """tau of the full fine-tune (the task_vectors-style source) of `model` on `task`."""
-        return TaskVector.from_models(models[model].module, load_world_model(f"{model}/{task}", root=path).module)
+        finetuned = load_world_model(f"{model}/{task}", root=path)
+        models[model].edit_site, finetuned.edit_site  # noqa: B018 - same (possibly appended) structure on both sides
+        return TaskVector.from_models(models[model].module, finetuned.module)
 
     def gradient_ascent(target: str, task: str):
         train = data[task].train

@@ -153,6 +153,7 @@ class DualEncoder(ABC):
         """
         cached = getattr(self, "_fingerprint", None)
         if cached is None:
+            self.edit_site  # noqa: B018 - a lazily appended site adds weights; hash them whatever the call order
             arch = hashlib.sha256(self.architecture_id().encode()).hexdigest()[:16]
             cached = f"{arch}-{self.weights_digest()[:32]}"
             self._fingerprint = cached

@@ -1,0 +1,54 @@
+"""The build report as Markdown (the JSON report holds the same numbers and every cell)."""
+
+from __future__ import annotations
+
+from .data import CONTROL_NAMES, TASK_NAMES
+
+KINDS = ("full", "lora")
+
+
+def _p(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def markdown_report(report: dict) -> str:
+    s = report["summary"]
+    models = report["models"]
+    lines = [f"# platonic world report ({report['profile']}, seed {report['seed']}, {report['recipe']})", ""]
+    t = report["timings_s"]
+    lines += [f"Build: {t['total']:.0f} s total ({', '.join(f'{k} {v:.0f} s' for k, v in t.items() if k != 'total')}); "
+              f"{report['workers']} worker processes x {report['threads_per_worker']} thread.", ""]
+    lines += ["## Per model (means over the 8 tasks; accuracies in %)", "",
+              "| model | d | site | logit scale | zero-shot | full FT | LoRA FT | oracle full (a=1) | oracle LoRA (a=1) | recovery full | recovery LoRA | cross-model full (a=.5) | cross-model LoRA (a=.5) | "
+              + " | ".join(f"{c} zs / after full FT" for c in CONTROL_NAMES) + " |",
+              "|" + "---|" * (13 + len(CONTROL_NAMES))]
+    for m, r in s["per_model"].items():
+        ctrl = " | ".join(f"{_p(r['controls_zero_shot'][c])} / {_p(r['full']['controls_after'][c])}" for c in CONTROL_NAMES)
+        lines.append(f"| {m} | {models[m]['embed_dim']} | {models[m]['site']} | {r['logit_scale']:.1f} | {_p(r['zero_shot'])} | "
+                     f"{_p(r['full']['finetuned'])} | {_p(r['lora']['finetuned'])} | {_p(r['full']['oracle_alpha1'])} | "
+                     f"{_p(r['lora']['oracle_alpha1'])} | {r['full']['oracle_recovery']:.2f} | {r['lora']['oracle_recovery']:.2f} | "
+                     f"{_p(r['full']['cross_model_alpha05'])} | {_p(r['lora']['cross_model_alpha05'])} | {ctrl} |")
+    lines += ["", "## Per task", "",
+              "| task | zero-shot mean (min-max) | same-task cross-model cos (full) | cross-task cos (full) | same-task cos (LoRA) | cross-task cos (LoRA) |",
+              "|---|---|---|---|---|---|"]
+    for task, r in s["per_task"].items():
+        lines.append(f"| {task} | {_p(r['zero_shot_mean'])} ({_p(r['zero_shot_min'])}-{_p(r['zero_shot_max'])}) | "
+                     f"{r['full']['same_task_cross_model']:.3f} | {r['full']['cross_task_within_model']:.3f} | "
+                     f"{r['lora']['same_task_cross_model']:.3f} | {r['lora']['cross_task_within_model']:.3f} |")
+    o = s["overall"]
+    lines += ["", "## Overall", "", f"- mean zero-shot: {_p(o['zero_shot'])}%"]
+    for kind in KINDS:
+        k = o[kind]
+        lines.append(f"- {kind}: fine-tune gain {_p(k['finetune_gain'])} points; same-task cross-model cosine "
+                     f"{k['same_task_cross_model']:.3f} vs cross-task {k['cross_task_within_model']:.3f}; oracle recovery "
+                     f"{k['oracle_recovery']:.2f}; oracle (a=1) {_p(k['oracle_alpha1'])}%; cross-model (a=0.5) {_p(k['cross_model_alpha05'])}%")
+    lines += ["", "## Checks", ""] + [f"- {'PASS' if v else 'FAIL'}: {k}" for k, v in s["checks"].items()]
+    lines += ["", "## Every cell (accuracy %, test split)", "",
+              "| model | " + " | ".join(TASK_NAMES) + " | " + " | ".join(CONTROL_NAMES) + " |", "|" + "---|" * (1 + len(TASK_NAMES) + len(CONTROL_NAMES))]
+    for m, r in models.items():
+        lines.append(f"| {m} zero-shot | " + " | ".join(_p(r["zero_shot"][x]) for x in TASK_NAMES + CONTROL_NAMES) + " |")
+        for kind in KINDS:
+            lines.append(f"| {m} {kind} FT | " + " | ".join(_p(r["finetuned"][kind][x]) for x in TASK_NAMES) + " | "
+                         + " | ".join(_p(sum(r["controls_after"][kind][x][c] for x in TASK_NAMES) / len(TASK_NAMES)) for c in CONTROL_NAMES) + " |")
+            lines.append(f"| {m} oracle {kind} | " + " | ".join(_p(r["oracle"][kind][x]) for x in TASK_NAMES) + " | | |")
+    return "\n".join(lines) + "\n"

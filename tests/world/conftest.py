@@ -1,0 +1,30 @@
+"""The tiny world, built once per test session into a temporary cache."""
+
+import os
+import time
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_world(tmp_path_factory):
+    from platonic.world import data as world_data
+
+    try:
+        world_data.require_debian_data()
+    except world_data.MissingDataError as exc:  # pragma: no cover - make test installs them
+        pytest.skip(str(exc))
+    root = tmp_path_factory.mktemp("platonic-cache")
+    old = {k: os.environ.get(k) for k in ("PLATONIC_CACHE", "PLATONIC_WORLD_PROFILE", "PLATONIC_QUIET")}
+    os.environ.update(PLATONIC_CACHE=str(root), PLATONIC_WORLD_PROFILE="tiny", PLATONIC_QUIET="1")
+    from platonic.world.build import ensure_world
+
+    t0 = time.perf_counter()
+    path = ensure_world("tiny", seed=0, progress=False)
+    seconds = time.perf_counter() - t0
+    yield {"path": path, "root": root, "seconds": seconds}
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

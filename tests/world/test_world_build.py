@@ -1,0 +1,88 @@
+"""The builder: cache layout, versioning, report, provenance, determinism, CLI."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from platonic.world import build as wb
+from platonic.world.data import CONTROL_NAMES, TASK_NAMES
+from platonic.world.zoo import MODEL_NAMES, load_weights
+
+
+def test_cache_dir_honours_env_and_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "a"))
+    assert wb.cache_root() == tmp_path / "a"
+    monkeypatch.delenv("PLATONIC_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert wb.cache_root() == tmp_path / "x" / "platonic"
+
+
+def test_world_dir_is_versioned_by_recipe():
+    a = wb.world_dir("tiny", 0)
+    assert f"v{wb.WORLD_VERSION}" in a.name and "tiny" in a.name
+    assert wb.world_dir("tiny", 1) != a and wb.world_dir("full", 0) != a
+
+
+def test_build_writes_every_artifact_and_report(tiny_world):
+    path = tiny_world["path"]
+    assert (path / "COMPLETE").exists() and path.parent == tiny_world["root"] / "world"
+    for m in MODEL_NAMES:
+        _, meta = load_weights(path / "models" / m / "base.safetensors")
+        assert meta["spec"]["name"] == m and meta["provenance"]["kind"] == "pretrained"
+        for t in TASK_NAMES:
+            for kind in wb.KINDS:
+                _, prov = load_weights(path / "models" / m / "ft" / f"{t}.{kind}.safetensors")
+                assert prov["kind"] == kind and prov["task"] == t
+    report = json.loads((path / "report.json").read_text())
+    for m in MODEL_NAMES:
+        r = report["models"][m]
+        assert set(r["zero_shot"]) == set(TASK_NAMES) | set(CONTROL_NAMES)
+        assert all(set(r[k][kind]) == set(TASK_NAMES) for k in ("finetuned", "oracle") for kind in wb.KINDS)
+        assert r["logit_scale"] > 0
+    assert set(report["summary"]["per_task"]) == set(TASK_NAMES)
+    assert "same_task_cross_model" in report["summary"]["overall"]["full"]
+    md = (path / "report.md").read_text()
+    assert "| vit-a |" in md and "Checks" in md
+    assert not list(path.rglob("*.pt")) and not list(path.rglob("*.pkl"))
+
+
+def test_cached_world_is_reused(tiny_world):
+    before = (tiny_world["path"] / "COMPLETE").stat().st_mtime_ns
+    assert wb.ensure_world("tiny", progress=False) == tiny_world["path"]
+    assert (tiny_world["path"] / "COMPLETE").stat().st_mtime_ns == before
+
+
+def test_tiny_build_time_recorded(tiny_world):
+    report = json.loads((tiny_world["path"] / "report.json").read_text())
+    assert report["timings_s"]["total"] > 0 and report["threads_per_worker"] == 1
+
+
+@pytest.mark.slow
+def test_rebuild_with_same_seed_gives_identical_weights(tiny_world, tmp_path):
+    src = tiny_world["path"]
+    dst = tmp_path / src.name
+    dst.mkdir()
+    for f in ("data.safetensors", "captions.safetensors"):
+        shutil.copy(src / f, dst / f)
+    wb.job_pretrain(str(dst), "tiny", 0, "map-vit")
+    wb.job_finetune(str(dst), "tiny", 0, "map-vit", "colours")
+    files = ["models/map-vit/base.safetensors", "models/map-vit/ft/colours.full.safetensors", "models/map-vit/ft/colours.lora.safetensors"]
+    for rel in files:
+        a, _ = load_weights(src / rel)
+        b, _ = load_weights(dst / rel)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), rel
+
+
+def test_cli_build_uses_cache(tiny_world):
+    from typer.testing import CliRunner
+
+    from platonic.world.cli import world_app
+
+    result = CliRunner().invoke(world_app, ["build", "--profile", "tiny", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert str(tiny_world["path"]) in result.output and ("PASS" in result.output or "FAIL" in result.output)
+    bad = CliRunner().invoke(world_app, ["build", "--profile", "huge"])
+    assert bad.exit_code != 0
