@@ -57,6 +57,10 @@ def test_cell_counts_and_schema(setup, tmp_path):
     assert len(by("addition", "closed_form")) == n_models * pairs * (n_models - 1) ** 2
     assert len(by("addition", "oracle")) == n_models * pairs
     assert len(by("negation", "closed_form")) == n_models * n_tasks * (n_models - 1)
+    ascent = by("negation", "gradient_ascent")
+    assert len(ascent) == n_models * n_tasks
+    zero = {(c["target"], c["tasks"][0]): c["accuracy"]["A"] for c in by("negation", "zero_shot")}
+    assert sum(c["accuracy"]["A"] for c in ascent) < sum(zero.values())  # ascent does lower the task
     assert len(by("alpha", "closed_form")) == n_models * n_tasks * (n_models - 1) * 4
     assert {c["sources"][0] != c["target"] for c in by("addition", "closed_form")} == {True}
     data = json.loads((tmp_path / "run" / "results.json").read_text())

@@ -127,7 +127,10 @@ def render_tables(results: dict) -> str:
                         ["A", "B", *controls], {"A": "task A", "B": "task B"})
         ret = retention(means)
         if ret:
-            lines += ["Retention of the oracle's gain over zero-shot: " + ", ".join(f"task {k} {100 * v:.1f}%" for k, v in ret.items()), ""]
+            gains = {m: {s: 100 * (means[m][s] - means["zero_shot"][s]) for s in ret} for m in ("closed_form", "oracle")}
+            lines += ["Gain over zero-shot (points): " + "; ".join(
+                f"task {s}: closed form {gains['closed_form'][s]:+.2f}, oracle {gains['oracle'][s]:+.2f}, "
+                f"retention {100 * ret[s]:.1f}%" for s in ret), ""]
     if "negation" in experiments:
         lines += _table("Negation (accuracy %, mean over cells)", method_means(cells, "negation"), METHOD_ORDER["negation"],
                         ["A", *controls], {"A": "negated task"})

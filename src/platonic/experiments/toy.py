@@ -137,6 +137,11 @@ def toy_setup(seed: int = 0, k: int = 24, classes: int = 5, widths=((48, 32), (6
             vectors[(model, task)] = TaskVector.from_models(models[model].module, ft.module)
         return vectors[(model, task)]
 
+    def gradient_ascent(model: str, task: str):
+        x, y = draw(task, 40, 4000 + list(tasks).index(task))
+        cfg = FinetuneConfig(steps=10, lr=3e-3, batch_size=40, weight_decay=0.0, logit_scale=20.0, ascent=True)
+        return finetune(models[model], x, y, tasks[task].prompts, cfg, progress=False)[0]
+
     return ExperimentSetup("toy", models, tasks, controls, descriptors, related_group=("t1", "t2"), held_out="t3",
-                           baselines={"task_vector": task_vector},
+                           baselines={"task_vector": task_vector, "gradient_ascent": gradient_ascent},
                            diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))

@@ -19,7 +19,7 @@ from ..task_vector import TaskVector
 from .diagnostics import descriptor_cosines
 from .setup import EvalSet, ExperimentSetup, TaskSpec
 
-DEFAULT_SOURCE_KIND = "lora"
+DEFAULT_SOURCE_KIND = "full"  # measured: better cross-model agreement and larger gains (docs/world.md)
 # Gradient ascent: a short labelled run with a fixed budget (the paper's baseline destroys the model).
 ASCENT = FinetuneConfig(mode="full", steps=20, batch_size=64, lr=5e-4, weight_decay=0.0, ascent=True, seed=0)
 

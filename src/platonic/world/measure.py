@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from ..bank import Operator
 from ..descriptor import Descriptor, ProbeGrid, Provenance
-from ..edit import HeadAffineSite, fold, unfold
+from ..edit import HeadAffineSite, embedding_change, fold, unfold
 from ..solve import head_design_matrix
 from .zoo import WorldModel
 
@@ -94,10 +94,5 @@ def transfer_accuracy(target: ModelView, source: ModelView, grid: ProbeGrid, kin
     """Source's descriptor solved on target, applied to cached target test embeddings (exactly what fold does)."""
     X, form = design(target, task)
     op = Operator.solve(X, target.G[task].double(), descriptor(source, kind, task, grid), target=target.model.fingerprint, form=form)
-    D = op.delta.double()
-    if form == "linear":
-        z = z_test.double() @ (torch.eye(D.shape[0], dtype=torch.float64) + alpha * D).T
-    else:
-        ones = torch.ones(u_test.shape[0], 1, dtype=torch.float64)
-        z = z_test.double() + alpha * torch.cat([u_test.double(), ones], 1) @ D
+    z = z_test.double() + alpha * embedding_change(z_test.double(), None if u_test is None else u_test.double(), op)
     return float(((F.normalize(z, dim=-1) @ target.G[task].double().T).argmax(1) == test_labels).float().mean())
