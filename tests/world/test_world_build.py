@@ -5,7 +5,6 @@ import shutil
 
 import pytest
 import torch
-from safetensors import safe_open
 
 from platonic.world import build as wb
 from platonic.world.data import CONTROL_NAMES, TASK_NAMES

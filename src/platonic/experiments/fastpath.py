@@ -121,7 +121,7 @@ class FeatureStore:
         return float((logits.argmax(dim=1) == eval_set.labels).double().mean())
 
 
-def accuracy_end_to_end(model: DualEncoder, eval_set: EvalSet, cache: EmbeddingCache | None = None) -> float:
+def accuracy_end_to_end(model: DualEncoder, eval_set: EvalSet) -> float:
     """Top-1 accuracy of a (really edited) model, encoding everything again."""
     z = model.encode_probes(eval_set.inputs).z.double()
     g = torch.nn.functional.normalize(model.encode_texts(list(eval_set.prompts)).double(), dim=1)
