@@ -235,5 +235,7 @@ def weight_space(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5
 
 PROTOCOLS = {"addition": addition, "negation": negation, "generalization": generalization, "alpha": alpha_sweep,
              "weight_space": weight_space}
+# Protocols evaluated from cached features alone (run on one thread, see fastpath.single_thread).
+FAST_PATH = {"addition", "negation", "generalization", "alpha"}
 # Parts of a protocol that train or re-encode models: run after the fast path, with all threads.
 SLOW_PARTS = {"negation": negation_gradient_ascent}

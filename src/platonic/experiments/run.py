@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Sequence
 
 from ..descriptor import utc_now
 from ..measurement import EmbeddingCache
 from .fastpath import FeatureStore, single_thread
-from .protocols import PROTOCOLS, SLOW_PARTS
+from .protocols import FAST_PATH, PROTOCOLS, SLOW_PARTS
 from .report import new_results, write_run
 from .setup import ExperimentSetup
 
@@ -30,9 +31,10 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     results["timings"]["caching features (forward passes)"] = time.perf_counter() - t0
     for name in names:
         start = time.perf_counter()
-        with single_thread():
+        fast = name in FAST_PATH
+        with single_thread() if fast else nullcontext():
             cells = PROTOCOLS[name](setup, store, progress=progress)
-        results["timings"][f"{name}, fast path ({len(cells)} records)"] = time.perf_counter() - start
+        results["timings"][f"{name}{', fast path' if fast else ''} ({len(cells)} records)"] = time.perf_counter() - start
         if name in SLOW_PARTS:
             start = time.perf_counter()
             slow = SLOW_PARTS[name](setup, store, progress=progress)
