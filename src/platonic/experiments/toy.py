@@ -40,10 +40,6 @@ class ToyDualEncoder(DualEncoder):
         return self._tower
 
     @property
-    def embed_dim(self) -> int:
-        return self._site.out_dim
-
-    @property
     def edit_site(self) -> EditSite:
         return self._site
 

@@ -75,9 +75,9 @@ class DualEncoder(ABC):
         """The image (or audio) tower: the module a fine-tune changes and an edit lands in."""
 
     @property
-    @abstractmethod
     def embed_dim(self) -> int:
-        """d, the width of the shared embedding space."""
+        """d, the width of the shared embedding space (what the edit site writes)."""
+        return self.edit_site.out_dim
 
     @property
     @abstractmethod

@@ -92,10 +92,6 @@ class HFEncoder(DualEncoder):
         return self.model
 
     @property
-    def embed_dim(self) -> int:
-        return self._site.out_dim
-
-    @property
     def edit_site(self) -> EditSite:
         return self._site
 

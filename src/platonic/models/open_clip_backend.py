@@ -59,10 +59,6 @@ class OpenClipEncoder(DualEncoder):
         return self.model
 
     @property
-    def embed_dim(self) -> int:
-        return self._site.out_dim
-
-    @property
     def edit_site(self) -> EditSite:
         return self._site
 
