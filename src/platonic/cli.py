@@ -221,25 +221,51 @@ SETUPS = {  # name -> "module:function" returning an ExperimentSetup (imported o
 }
 
 
-def load_setup(name: str):
+def load_setup(name: str, models=(), tasks=(), controls=(), sources=(), device: str = "cpu"):
+    """A built-in setup (world, toy), a YAML setup file, or one made of command-line options.
+
+    Options (NAME=VALUE strings) are added to a YAML file's setup; with the default setup (world)
+    they make a setup of their own.
+    """
     import importlib
 
     from .errors import InvalidInputError
 
-    if name not in SETUPS:
-        raise InvalidInputError(f"unknown setup {name!r}; choose from {', '.join(SETUPS)}")
-    module, func = SETUPS[name].split(":")
-    return getattr(importlib.import_module(module), func)()
+    own = any((models, tasks, controls, sources))
+    if name in SETUPS and not own:
+        module, func = SETUPS[name].split(":")
+        return getattr(importlib.import_module(module), func)()
+    if name in SETUPS and name != "world":
+        raise InvalidInputError(f"--model/--task/--control/--source cannot be added to the {name} setup; "
+                                "use them alone or with a YAML file")
+    if name not in SETUPS and not Path(name).is_file():
+        raise InvalidInputError(f"unknown setup {name!r}: give world, toy, or a YAML file (docs/experiments.md)")
+    from .experiments.config import config_from_options, config_setup, read_config
+
+    config = read_config(Path(name)) if name not in SETUPS else None
+    if own:
+        config = config_from_options(list(models), list(tasks), list(controls), list(sources), config)
+    return config_setup(config, device=device)
 
 
 @app.command()
 def experiment(
-    names: list[str] = typer.Argument(..., help="addition, negation, generalization and/or alpha."),
-    setup: str = typer.Option("world", "--setup", help="world (the embedded world) or toy (synthetic, seconds)."),
+    names: list[str] = typer.Argument(..., help="addition, negation, generalization, alpha and/or weight_space."),
+    setup: str = typer.Option("world", "--setup", help="world (the embedded world), toy (synthetic, seconds), or a YAML file "
+                              "naming models, tasks and sources (docs/experiments.md)."),
+    model: list[str] = typer.Option([], "--model", help="NAME=SPEC: a model to run on (repeat; instead of --setup's)."),
+    task: list[str] = typer.Option([], "--task", help="NAME=FOLDER: a task's images, FOLDER/{train,test[,val]}/CLASS/*."),
+    control: list[str] = typer.Option([], "--control", help="NAME=FOLDER: a control set, FOLDER[/test]/CLASS/*."),
+    source: list[str] = typer.Option([], "--source", help="MODEL/TASK=FINETUNE: .safetensors state dict, LoRA dir or spec."),
     output: Path = typer.Option(Path("runs/experiment"), "-o", "--output", help="Run directory to write."),
     plots: bool = typer.Option(True, help="Draw the PNG plots."),
+    device: str = _device_option(),
 ) -> None:
-    """Run the paper's experiment protocols and write results.json, tables.md and plots."""
+    """Run the paper's experiment protocols and write results.json, tables.md and plots.
+
+    On the embedded world by default; on your own models with a YAML setup (--setup FILE.yaml) or with
+    --model / --task / --source / --control (added to the YAML's when both are given).
+    """
     from .experiments import PROTOCOLS, run_experiments
     from .errors import InvalidInputError
 
@@ -247,7 +273,7 @@ def experiment(
         unknown = [n for n in names if n not in PROTOCOLS]
         if unknown:
             raise InvalidInputError(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(PROTOCOLS)}")
-        run_experiments(load_setup(setup), names, output, plots=plots)
+        run_experiments(load_setup(setup, model, task, control, source, device), names, output, plots=plots)
     except PlatonicError as exc:
         _fail(exc)
     console.print((output / "tables.md").read_text())

@@ -13,7 +13,6 @@ dW = (alpha / r) B A for LoRA layers. Modes: "full" (the whole tower and its edi
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Iterable, Literal
 
@@ -97,9 +96,7 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
     if int(labels.max()) >= len(prompts) or int(labels.min()) < 0:
         raise InvalidInputError(f"labels must index the {len(prompts)} prompts")
     torch.manual_seed(config.seed)
-    ft = copy.deepcopy(model)
-    ft.invalidate_fingerprint()
-    ft._base_fingerprint = None
+    ft = model.copy_for_new_weights()
     head = torch.nn.functional.normalize(ft.encode_texts(list(prompts)).to(ft.device, torch.float32), dim=1)
 
     peft_model = None

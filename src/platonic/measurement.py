@@ -106,16 +106,9 @@ def load_finetuned(pre: DualEncoder, finetuned) -> DualEncoder:
     )
 
 
-def _copy_model(pre: DualEncoder) -> DualEncoder:
-    ft = copy.deepcopy(pre)
-    ft.invalidate_fingerprint()  # weights are about to change
-    ft._base_fingerprint = None
-    return ft
-
-
 def _with_state_dict(pre: DualEncoder, path: Path) -> DualEncoder:
     state = load_file(str(path))
-    ft = _copy_model(pre)
+    ft = pre.copy_for_new_weights()
     own = ft.module.state_dict()
     unknown = [k for k in state if k not in own]
     if unknown:
@@ -139,7 +132,7 @@ def _with_lora_adapter(pre: DualEncoder, path: Path) -> DualEncoder:
     config = PeftConfig.from_pretrained(str(path))
     weights = load_peft_weights(str(path))
     for attach in ("tower", "module"):
-        ft = _copy_model(pre)
+        ft = pre.copy_for_new_weights()
         root = getattr(ft, attach)
         try:
             peft_model = get_peft_model(root, copy.deepcopy(config))

@@ -12,6 +12,7 @@ same pixels).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -161,6 +162,13 @@ class DualEncoder(ABC):
 
     def invalidate_fingerprint(self) -> None:
         self._fingerprint = None
+
+    def copy_for_new_weights(self) -> "DualEncoder":
+        """A deep copy that is about to get other weights (a fine-tune): both fingerprints are reset."""
+        other = copy.deepcopy(self)
+        other._fingerprint = None
+        other._base_fingerprint = None
+        return other
 
     @property
     def base_fingerprint(self) -> str:

@@ -1,0 +1,287 @@
+"""Experiments on models the user names: a YAML file (or command-line options) -> ExperimentSetup.
+
+    name: clip-vs-siglip
+    models:                                   # name -> model spec (see platonic.models.load_model)
+      b32: open_clip:ViT-B-32/openai
+      siglip: hf:google/siglip-base-patch16-224
+    tasks:                                    # an image folder per task: DIR/{train,test[,val]}/CLASS/*.png
+      cars: {data: data/cars, template: "a photo of a {}, a type of car."}
+      dtd:  {data: data/dtd, template: "a photo of a {} texture.", classes: {banded: "banded"}}
+    controls:                                 # broad sets no probe or fine-tune uses: DIR[/test]/CLASS/*.png
+      objects: {data: data/objects}
+    sources:                                  # model -> task -> fine-tune: a .safetensors state dict
+      b32: {cars: ft/b32-cars.safetensors}    #   (full or partial), a peft LoRA directory, or a model spec
+    finetune: {mode: lora, steps: 200, lr: 1e-3}   # optional: fine-tune the sources not listed above
+    gradient_ascent: {steps: 20, lr: 1e-5}  # optional: the negation baseline's budget (loss negated)
+    related_group: [cars, dtd]                # optional: the generalisation experiment's related tasks
+    held_out: aircraft                        #   and its held-out related task
+    probes_per_class: 30                      # probes: 30 per class from train, seed 42 (method.md §1.6)
+
+Relative paths are read from the YAML file's folder. Class names come from the class folders
+(underscores read as spaces) unless `classes` maps folder names to names. Every (model, task) needs a
+source, listed under `sources` or made with `finetune` on the task's train split.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..errors import InvalidInputError
+from ..finetune import FinetuneConfig, finetune
+from ..measurement import EmbeddingCache, load_finetuned, measure
+from ..models import load_model
+from ..models.images import canonical_images, image_files
+from ..progress import track
+from ..task_vector import TaskVector
+from .diagnostics import descriptor_cosines
+from .setup import EvalSet, ExperimentSetup, TaskSpec
+
+PROBES_PER_CLASS, PROBE_SEED = 30, 42
+# Gradient ascent baseline (negation): a short labelled run with a fixed budget, the loss negated.
+ASCENT = FinetuneConfig(mode="full", steps=20, batch_size=32, lr=1e-5, weight_decay=0.0, ascent=True, seed=0)
+
+
+class DataSetConfig(BaseModel):
+    """One labelled image folder and how its classes are prompted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: Path
+    template: str = "a photo of a {}."
+    classes: dict[str, str] | None = None  # class folder name -> class name in the prompts
+
+    @field_validator("template")
+    @classmethod
+    def _one_slot(cls, v: str) -> str:
+        if v.count("{}") != 1:
+            raise ValueError(f"template {v!r} must contain exactly one '{{}}' for the class name")
+        return v
+
+
+class ExperimentConfig(BaseModel):
+    """A whole experiment setup on user-named models (the YAML schema in the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "custom"
+    models: dict[str, str]
+    tasks: dict[str, DataSetConfig]
+    controls: dict[str, DataSetConfig] = Field(default_factory=dict)
+    sources: dict[str, dict[str, str]] = Field(default_factory=dict)
+    finetune: FinetuneConfig | None = None
+    gradient_ascent: FinetuneConfig = ASCENT
+    related_group: list[str] = Field(default_factory=list)
+    held_out: str | None = None
+    probes_per_class: int = Field(PROBES_PER_CLASS, ge=1)
+    probe_seed: int = PROBE_SEED
+    max_test_per_class: int | None = Field(None, ge=1)
+
+    @field_validator("gradient_ascent")
+    @classmethod
+    def _ascend(cls, v: FinetuneConfig) -> FinetuneConfig:
+        return v if v.ascent else v.model_copy(update={"ascent": True})  # it is the negation baseline
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ExperimentConfig":
+        if len(self.models) < 2:
+            raise ValueError(f"name at least two models (cross-model experiments need a source and a target); got {len(self.models)}")
+        if not self.tasks:
+            raise ValueError("name at least one task")
+        for model, per_task in self.sources.items():
+            if model not in self.models:
+                raise ValueError(f"sources names model {model!r}, which is not under models ({', '.join(self.models)})")
+            unknown = [t for t in per_task if t not in self.tasks]
+            if unknown:
+                raise ValueError(f"sources of {model!r} name unknown task(s) {', '.join(unknown)}; tasks: {', '.join(self.tasks)}")
+        missing = [f"{m}/{t}" for m in self.models for t in self.tasks if t not in self.sources.get(m, {})]
+        if missing and self.finetune is None:
+            raise ValueError(f"no fine-tuned source for {', '.join(missing)}: list each under sources, or add a "
+                             "`finetune:` block to fine-tune the missing ones on the task's train split")
+        related = [t for t in [*self.related_group, *([self.held_out] if self.held_out else [])] if t not in self.tasks]
+        if related:
+            raise ValueError(f"related_group / held_out name unknown task(s) {', '.join(related)}")
+        if self.held_out in self.related_group:
+            raise ValueError(f"held_out task {self.held_out!r} must not be in related_group")
+        return self
+
+
+def read_config(path: Path) -> ExperimentConfig:
+    """Parse and validate a YAML setup; relative data / source paths are taken from the file's folder."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read the experiment setup {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise InvalidInputError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise InvalidInputError(f"{path}: expected a mapping with models, tasks, sources (see `platonic experiment --help`)")
+    try:
+        config = ExperimentConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidInputError(f"{path}: {_explain(exc)}") from None
+    return _resolve(config, path.parent)
+
+
+def config_from_options(models: list[str], tasks: list[str], controls: list[str], sources: list[str],
+                        base: ExperimentConfig | None = None) -> ExperimentConfig:
+    """A config from command-line options NAME=VALUE (sources: MODEL/TASK=FINETUNE), added to `base`."""
+    data = base.model_dump() if base is not None else {"name": "command line", "models": {}, "tasks": {}}
+    for item in models:
+        name, value = _pair(item, "--model NAME=SPEC")
+        data["models"][name] = value
+    for option, key in ((tasks, "tasks"), (controls, "controls")):
+        for item in option:
+            name, value = _pair(item, f"--{key[:-1]} NAME=FOLDER")
+            data.setdefault(key, {})[name] = {"data": value}
+    for item in sources:
+        name, value = _pair(item, "--source MODEL/TASK=FINETUNE")
+        model, slash, task = name.partition("/")
+        if not slash:
+            raise InvalidInputError(f"--source {item!r}: write MODEL/TASK=FINETUNE")
+        data.setdefault("sources", {}).setdefault(model, {})[task] = value
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInputError(_explain(exc)) from None
+
+
+def _pair(item: str, form: str) -> tuple[str, str]:
+    name, eq, value = item.partition("=")
+    if not eq or not name or not value:
+        raise InvalidInputError(f"{item!r}: write {form}")
+    return name, value
+
+
+def _explain(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'setup'}: {e['msg']}" for e in exc.errors())
+
+
+def _resolve(config: ExperimentConfig, root: Path) -> ExperimentConfig:
+    """Data folders and source files relative to `root` (model specs and absolute paths unchanged)."""
+    def at(p) -> Path:
+        p = Path(p).expanduser()
+        return p if p.is_absolute() else root / p
+
+    data = config.model_dump()
+    for key in ("tasks", "controls"):
+        for d in data[key].values():
+            d["data"] = at(d["data"])
+    for per_task in data["sources"].values():
+        for task, value in per_task.items():
+            if (root / value).exists() and not Path(value).is_absolute():
+                per_task[task] = str(root / value)
+    return ExperimentConfig.model_validate(data)
+
+
+# -- data ------------------------------------------------------------------------------------------
+
+def _class_folders(folder: Path) -> list[Path]:
+    classes = sorted(p for p in folder.iterdir() if p.is_dir())
+    if not classes:
+        raise InvalidInputError(f"{folder} has no class folders: expected {folder}/CLASS/*.png (one folder per class)")
+    return classes
+
+
+def _read_split(folder: Path, class_names: list[str], size: int, per_class: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(images (n, 3, size, size) uint8, labels (n,)) of one split; classes in the order of `class_names`."""
+    found = {p.name: p for p in _class_folders(folder)}
+    unknown = sorted(set(found) - set(class_names))
+    if unknown:
+        raise InvalidInputError(f"{folder} has class folder(s) {', '.join(unknown)} that the test split lacks")
+    files, labels = [], []
+    for label, cls in enumerate(class_names):
+        if cls not in found:
+            continue
+        these = image_files(found[cls])[:per_class]
+        files += these
+        labels += [label] * len(these)
+    return canonical_images(files, size), torch.tensor(labels)
+
+
+def _eval_set(name: str, cfg: DataSetConfig, size: int, max_per_class: int | None) -> tuple[EvalSet, list[str], Path]:
+    root = cfg.data
+    test_dir = root / "test" if (root / "test").is_dir() else root
+    folders = [p.name for p in _class_folders(test_dir)]
+    names = cfg.classes or {}
+    unknown = sorted(set(names) - set(folders))
+    if unknown:
+        raise InvalidInputError(f"classes of {name!r} name folder(s) {', '.join(unknown)} not found in {test_dir}")
+    prompts = tuple(cfg.template.format(names.get(f, f.replace("_", " "))) for f in folders)
+    images, labels = _read_split(test_dir, folders, size, max_per_class)
+    return EvalSet(name, images, labels, prompts), folders, root
+
+
+def _task(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig) -> tuple[TaskSpec, tuple[torch.Tensor, torch.Tensor]]:
+    """The task's spec (probes from train, test, val if present) and its labelled train split."""
+    from ..world.data import probe_indices
+
+    test, folders, root = _eval_set(name, cfg, size, config.max_test_per_class)
+    if not (root / "train").is_dir():
+        raise InvalidInputError(f"task {name!r} needs a train split for its probes: {root}/train/CLASS/*.png")
+    train = _read_split(root / "train", folders, size)
+    probes = train[0][probe_indices(len(train[1]), len(folders), config.probes_per_class, config.probe_seed)]
+    val = None
+    if (root / "val").is_dir():
+        val = EvalSet(f"{name}/val", *_read_split(root / "val", folders, size, config.max_test_per_class), test.prompts)
+    return TaskSpec(name, test.prompts, probes, test, val), train
+
+
+# -- setup -----------------------------------------------------------------------------------------
+
+def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, device="cpu") -> ExperimentSetup:
+    """Load the models, read the data, obtain every source and measure its descriptors."""
+    if not isinstance(config, ExperimentConfig):
+        config = read_config(Path(config))
+    for name, cfg in [*config.tasks.items(), *config.controls.items()]:
+        if not cfg.data.is_dir():  # before loading any model
+            raise InvalidInputError(f"data folder of {name!r} not found: {cfg.data}")
+    models = {name: load_model(spec, device=device) for name, spec in config.models.items()}
+    size = max(m.canonical_size for m in models.values())
+    tasks, train = {}, {}
+    for name, cfg in track(list(config.tasks.items()), description="reading task data", enabled=progress):
+        tasks[name], train[name] = _task(name, cfg, size, config)
+    controls = {name: _eval_set(name, cfg, size, config.max_test_per_class)[0] for name, cfg in config.controls.items()}
+
+    made: dict[tuple[str, str], TaskVector] = {}  # sources made with `finetune`, kept as weight deltas
+
+    def source(model: str, task: str):
+        """The fine-tuned model of (model, task); re-read when asked again, so only one is in memory."""
+        listed = config.sources.get(model, {}).get(task)
+        if listed is not None:
+            return load_finetuned(models[model], listed)
+        if (model, task) not in made:
+            images, labels = train[task]
+            ft = finetune(models[model], images, labels, tasks[task].prompts, config.finetune, progress=False)[0]
+            made[(model, task)] = TaskVector.from_models(models[model].module, ft.module)
+            return ft
+        ft = models[model].copy_for_new_weights()
+        made[(model, task)].add_to_(ft.module)
+        return ft
+
+    cache = EmbeddingCache()
+    on_grid = {}
+    for model in track(list(models), description="measuring descriptors", enabled=progress):
+        for source_task in tasks:
+            ft = source(model, source_task)
+            for task, spec in tasks.items():
+                on_grid[(model, source_task, task)] = measure(models[model], ft, spec.probes, spec.prompts, task,
+                                                              cache=cache, progress=False, device=device)
+    descriptors = {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}
+
+    def task_vector(model: str, task: str) -> TaskVector:
+        if (model, task) in made:
+            return made[(model, task)]
+        return TaskVector.from_models(models[model].module, source(model, task).module)
+
+    def gradient_ascent(target: str, task: str):
+        images, labels = train[task]
+        return finetune(models[target], images, labels, tasks[task].prompts, config.gradient_ascent, progress=False)[0]
+
+    return ExperimentSetup(config.name, models, tasks, controls, descriptors, related_group=tuple(config.related_group),
+                           held_out=config.held_out, baselines={"gradient_ascent": gradient_ascent, "task_vector": task_vector},
+                           diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))

@@ -1,0 +1,128 @@
+"""Experiments on user-named real architectures: a YAML setup or command-line options -> a run directory."""
+
+import json
+
+import pytest
+import torch
+import yaml
+from conftest import get_model
+from PIL import Image
+from safetensors.torch import save_file
+from typer.testing import CliRunner
+
+from platonic import InvalidInputError
+from platonic.cli import app
+from platonic.experiments.config import config_from_options, read_config
+
+TASKS = {"reds": ("crimson", "scarlet"), "blues": ("navy", "sky_blue"), "greens": ("olive", "lime")}
+SPLITS = {"train": 4, "val": 2, "test": 3}
+
+
+def write_image_folder(root, classes, splits, seed):
+    """root/SPLIT/CLASS/i.png of noisy single-colour images (one colour per class)."""
+    g = torch.Generator().manual_seed(seed)
+    for split, n in splits.items():
+        for k, cls in enumerate(classes):
+            folder = root / split / cls if split else root / cls
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(n):
+                base = torch.tensor([40 + 90 * k, 120, 200 - 60 * k]).view(3, 1, 1)
+                img = (base + 30 * torch.randn(3, 40, 48, generator=g)).clamp(0, 255).to(torch.uint8)
+                Image.fromarray(img.permute(1, 2, 0).numpy()).save(folder / f"{i}.png")
+
+
+@pytest.fixture
+def world_on_disk(tmp_path):
+    for seed, (task, classes) in enumerate(TASKS.items()):
+        write_image_folder(tmp_path / "data" / task, classes, SPLITS, seed)
+    write_image_folder(tmp_path / "data" / "mixed", ("crimson", "navy", "olive"), {None: 2}, 9)
+    # a listed source: a partial state dict of ViT-S-32 with its image projection changed
+    pre = get_model("open_clip:ViT-S-32")
+    g = torch.Generator().manual_seed(0)
+    proj = pre.module.state_dict()["visual.proj"]
+    (tmp_path / "ft").mkdir()
+    save_file({"visual.proj": (proj + 0.3 * proj.std() * torch.randn(proj.shape, generator=g)).contiguous()},
+              str(tmp_path / "ft" / "vit-reds.safetensors"))
+    return tmp_path
+
+
+def setup_yaml(root, **extra):
+    cfg = {
+        "name": "two real architectures",
+        "models": {"vit": "open_clip:ViT-S-32", "vit2": "open_clip:ViT-S-32"},
+        "tasks": {t: {"data": f"data/{t}", "template": "a photo of something {}."} for t in TASKS},
+        "controls": {"mixed": {"data": "data/mixed"}},
+        "sources": {"vit": {"reds": "ft/vit-reds.safetensors"}},
+        "finetune": {"mode": "lora", "steps": 1, "batch_size": 4, "lr": 1e-3},
+        "gradient_ascent": {"steps": 1, "batch_size": 4},
+        "related_group": ["reds", "blues"],
+        "held_out": "greens",
+        "probes_per_class": 3,
+        **extra,
+    }
+    path = root / "setup.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.mark.slow
+def test_yaml_setup_runs_the_protocols_on_real_architectures(world_on_disk):
+    path = setup_yaml(world_on_disk)
+    out = world_on_disk / "run"
+    result = CliRunner().invoke(app, ["experiment", "addition", "negation", "generalization", "--setup", str(path),
+                                      "-o", str(out), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    assert results["setup"]["name"] == "two real architectures"
+    assert set(results["setup"]["models"]) == {"vit", "vit2"}
+    assert results["setup"]["tasks"]["reds"] == {"classes": 2, "probes": 6, "test": 6}
+    assert results["setup"]["controls"]["mixed"] == {"classes": 3, "test": 6}
+    kinds = {(c["experiment"], c["method"]) for c in results["cells"]}
+    assert ("addition", "closed_form") in kinds and ("negation", "gradient_ascent") in kinds
+    assert any(c["experiment"] == "generalization" for c in results["cells"])
+    cross = [c for c in results["cells"] if c["experiment"] == "addition" and c["method"] == "closed_form"]
+    # 2 targets x 3 task pairs x 1 other source per slot
+    assert len(cross) == 6 and all(c["target"] not in c["sources"] for c in cross)
+    assert "two real architectures" in (out / "tables.md").read_text()
+
+
+def test_relative_paths_are_read_from_the_yaml_folder(world_on_disk):
+    config = read_config(setup_yaml(world_on_disk))
+    assert config.tasks["reds"].data == world_on_disk / "data" / "reds"
+    assert config.sources["vit"]["reds"] == str(world_on_disk / "ft" / "vit-reds.safetensors")
+    assert config.gradient_ascent.ascent, "the negation baseline always ascends"
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"finetune": None}, "no fine-tuned source for vit/blues"),
+    ({"held_out": "purples"}, "unknown task(s) purples"),
+    ({"tasks": {"reds": {"data": "data/reds", "template": "a photo"}}}, "exactly one '{}'"),
+    ({"models": {"vit": "open_clip:ViT-S-32"}}, "at least two models"),
+    ({"sources": {"clip": {"reds": "x"}}}, "names model 'clip'"),
+])
+def test_a_bad_setup_names_the_problem(world_on_disk, change, message):
+    with pytest.raises(InvalidInputError, match=message.replace("(", r"\(").replace(")", r"\)").replace("{", r"\{").replace("}", r"\}")):
+        read_config(setup_yaml(world_on_disk, **change))
+
+
+def test_a_missing_data_folder_is_named_before_any_model_runs(world_on_disk):
+    from platonic.experiments.config import config_setup
+
+    config = read_config(setup_yaml(world_on_disk, tasks={"reds": {"data": "nowhere"}}, related_group=[], held_out=None,
+                                    sources={}))
+    with pytest.raises(InvalidInputError, match="data folder of 'reds' not found"):
+        config_setup(config, progress=False)
+
+
+def test_command_line_options_make_or_extend_a_setup(world_on_disk):
+    data = world_on_disk / "data"
+    config = config_from_options(["a=open_clip:ViT-S-32", "b=open_clip:RN50"], [f"reds={data / 'reds'}"], [],
+                                 ["a/reds=ft.safetensors", "b/reds=other.safetensors"])
+    assert config.models == {"a": "open_clip:ViT-S-32", "b": "open_clip:RN50"}
+    assert config.sources == {"a": {"reds": "ft.safetensors"}, "b": {"reds": "other.safetensors"}}
+    extended = config_from_options(["c=open_clip:RN50"], [], [], [], read_config(setup_yaml(world_on_disk)))
+    assert list(extended.models) == ["vit", "vit2", "c"]
+    with pytest.raises(InvalidInputError, match="write MODEL/TASK=FINETUNE"):
+        config_from_options(["a=x", "b=y"], [f"reds={data}"], [], ["a=ft.safetensors"])
+    result = CliRunner().invoke(app, ["experiment", "addition", "--setup", "toy", "--model", "a=x"])
+    assert result.exit_code != 0 and "cannot be added to the toy setup" in result.output
