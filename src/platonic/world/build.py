@@ -56,7 +56,7 @@ PROFILES = {
                     TrainConfig(pretrain_steps=30, pretrain_batch=64, pretrain_lr=2e-3, ft_steps=4, ft_batch=32, ft_lr=3e-4, lora_lr=3e-3),
                     probes_per_class=4),
     "full": Profile("full", DataSizes(400, 30, 80, 2, 1, 20),
-                    TrainConfig(pretrain_steps=550, pretrain_batch=128, pretrain_lr=2e-3, ft_steps=32, ft_batch=64, ft_lr=5e-4, lora_lr=5e-3)),
+                    TrainConfig(pretrain_steps=550, pretrain_batch=128, pretrain_lr=2e-3, ft_steps=128, ft_batch=64, ft_lr=1e-3, lora_lr=1e-2)),
 }
 KINDS = ("full", "lora")
 _RECIPE_MODULES = ("data.py", "nets.py", "train.py", "text.py")

@@ -475,7 +475,6 @@ def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_cl
     from ..progress import track
 
     require_debian_data()
-    rng = np.random.default_rng(seed)
     out: dict[str, TaskData] = {}
     fonts = split_fonts(usable_fonts())
     if sizes.max_fonts is not None:
