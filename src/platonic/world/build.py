@@ -53,10 +53,10 @@ class Profile:
 
 PROFILES = {
     "tiny": Profile("tiny", DataSizes(40, 10, 20, 1, 1, 5, max_fonts=8),
-                    TrainConfig(pretrain_steps=30, pretrain_batch=64, pretrain_lr=2e-3, ft_steps=4, ft_batch=32, ft_lr=3e-4, lora_lr=3e-3),
+                    TrainConfig(pretrain_steps=30, pretrain_batch=64, pretrain_lr=2e-3, ft_steps=4, ft_batch=32, ft_lr=3e-4, lora_lr=3e-3, ft_keep=3.0),
                     probes_per_class=4),
     "full": Profile("full", DataSizes(400, 30, 80, 2, 1, 20),
-                    TrainConfig(pretrain_steps=550, pretrain_batch=128, pretrain_lr=2e-3, ft_steps=128, ft_batch=64, ft_lr=1e-3, lora_lr=1e-2)),
+                    TrainConfig(pretrain_steps=550, pretrain_batch=128, pretrain_lr=2e-3, ft_steps=128, ft_batch=64, ft_lr=1e-3, lora_lr=1e-2, ft_keep=3.0)),
 }
 KINDS = ("full", "lora")
 _RECIPE_MODULES = ("data.py", "nets.py", "train.py", "text.py")
@@ -152,7 +152,7 @@ def job_pretrain(path: str, profile: str, seed: int, name: str) -> dict:
 
 
 def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> dict:
-    from .train import finetune, set_determinism
+    from .train import finetune, replay_pool, set_determinism
     from .zoo import SPECS, load_weights, model_from_state, save_weights
 
     set_determinism(1)
@@ -165,14 +165,15 @@ def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> di
     prompts = data[task].task.prompts
     prompt_emb = emb[[index[p] for p in prompts]]
     out = {}
+    cfg = PROFILES[profile].train
+    replay = replay_pool(data, task, cfg.ft_replay_per_task, _model_seed(spec, seed)) if cfg.ft_keep > 0 else None
     for k, kind in enumerate(KINDS):
         t0 = time.perf_counter()
-        cfg = PROFILES[profile].train
         ft_seed = _model_seed(spec, seed) * 100 + TASK_NAMES.index(task) * 2 + k
-        tower_state = finetune(model.module, spec, data[task].train, prompt_emb, kind, cfg, ft_seed)
+        tower_state = finetune(model.module, spec, data[task].train, prompt_emb, kind, cfg, ft_seed, replay=replay)
         secs = time.perf_counter() - t0
         prov = {"kind": kind, "task": task, "base": f"world:{name}", "profile": profile, "seed": seed, "steps": cfg.ft_steps,
-                "batch": cfg.ft_batch, "lr": cfg.ft_lr if kind == "full" else cfg.lora_lr,
+                "batch": cfg.ft_batch, "lr": cfg.ft_lr if kind == "full" else cfg.lora_lr, "keep": cfg.ft_keep,
                 "lora": {"r": cfg.lora_rank, "alpha": cfg.lora_alpha, "targets": list(spec.lora_targets)} if kind == "lora" else None,
                 "trained": "image tower, all parameters" if kind == "full" else "LoRA adapters (merged)", "seconds": secs}
         save_weights(path / "models" / name / "ft" / f"{task}.{kind}.safetensors", tower_state, prov)

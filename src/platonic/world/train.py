@@ -42,6 +42,9 @@ class TrainConfig:
     lora_alpha: int = 8
     weight_decay: float = 0.05
     ft_weight_decay: float = 0.1
+    ft_keep: float = 0.0  # weight of the replay term that keeps other data's embeddings where they were
+    ft_replay_batch: int = 32
+    ft_replay_per_task: int = 64  # replay pool: this many train images of every other task
 
 
 def set_determinism(threads: int = 1) -> None:
@@ -184,12 +187,20 @@ def _merged_state(tower: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def finetune(module: WorldDualEncoder, spec: ModelSpec, train: Split, prompt_emb: torch.Tensor, kind: str,
-             cfg: TrainConfig, seed: int, progress: bool = False) -> dict[str, torch.Tensor]:
-    """Fine-tune a copy of the image tower on one task; returns its state dict (base parameter names)."""
+             cfg: TrainConfig, seed: int, progress: bool = False, replay: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Fine-tune a copy of the image tower on one task; returns its state dict (base parameter names).
+
+    loss = CE(scale * normalise(f(x)) G^T, y) + ft_keep * mean_r ||normalise(f(r)) - normalise(f_pre(r))||^2
+    over a batch r of `replay` images (uint8, other tasks' train splits): the paper's sources are light
+    fine-tunes that keep the rest of the model's ability, and a tiny tower forgets without this term.
+    """
     G = prompt_head(module, prompt_emb)
     scale = float(module.logit.scale)
     torch.manual_seed(seed)
     tower = copy.deepcopy(module.image)
+    keep = cfg.ft_keep > 0 and replay is not None and len(replay) > 0
+    if keep:
+        replay_pre = F.normalize(embed_images(module.image, replay, spec.input_size), dim=-1)
     frozen = _frozen_names(spec)
     if kind == "full":
         for n, p in tower.named_parameters():
@@ -219,6 +230,10 @@ def finetune(module: WorldDualEncoder, spec: ModelSpec, train: Split, prompt_emb
         x = normalise_pixels(train.images[idx], spec.input_size)
         logits = scale * F.normalize(tower(x), dim=-1) @ G.T
         loss = F.cross_entropy(logits, train.labels[idx])
+        if keep:
+            r = torch.randint(0, len(replay), (cfg.ft_replay_batch,), generator=gen)
+            drift = F.normalize(tower(normalise_pixels(replay[r], spec.input_size)), dim=-1) - replay_pre[r]
+            loss = loss + cfg.ft_keep * drift.pow(2).sum(1).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -227,6 +242,13 @@ def finetune(module: WorldDualEncoder, spec: ModelSpec, train: Split, prompt_emb
     if kind == "lora":
         return _merged_state(tower)
     return {k: v.detach().clone() for k, v in tower.state_dict().items()}
+
+
+def replay_pool(data: dict[str, TaskData], task: str, per_task: int, seed: int) -> torch.Tensor:
+    """uint8 images: `per_task` train images of every other task (controls are never used)."""
+    g = torch.Generator().manual_seed(seed)
+    parts = [data[t].train.images[torch.randperm(len(data[t].train), generator=g)[:per_task]] for t in TASKS if t != task]
+    return torch.cat(parts)
 
 
 # -- evaluation -----------------------------------------------------------------------------------
