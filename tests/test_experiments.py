@@ -111,3 +111,12 @@ def test_weight_space_baselines_on_a_same_architecture_pair(tmp_path):
     assert all(c["alpha"] in WEIGHT_ALPHAS for c in ta + wt)
     assert {(c["sources"][0], c["target"]) for c in wt} == {("m0", "m1"), ("m1", "m0")}
     assert "Weight-space baselines" in (tmp_path / "ws" / "tables.md").read_text()
+
+
+def test_retention_is_withheld_when_the_oracle_gains_under_a_point():
+    from platonic.experiments.report import retention
+
+    means = {"zero_shot": {"A": 0.30, "B": 0.40}, "closed_form": {"A": 0.35, "B": 0.38}, "oracle": {"A": 0.40, "B": 0.405}}
+    ret = retention(means)
+    assert ret["A"] == pytest.approx(0.5)
+    assert ret["B"] is None  # a 0.5-point oracle gain: the ratio (-400%) would be noise

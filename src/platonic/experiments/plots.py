@@ -23,7 +23,7 @@ def write_plots(directory: Path, results: dict) -> list[Path]:
     experiments = {c["experiment"] for c in cells}
     if "addition" in experiments:
         means = method_means(cells, "addition")
-        ret = retention(means)
+        ret = {slot: v for slot, v in retention(means).items() if v is not None}
         if ret:
             fig, ax = plt.subplots(figsize=(4, 3))
             ax.bar([f"task {k}" for k in ret], [100 * v for v in ret.values()], color="#4c72b0")

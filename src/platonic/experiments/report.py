@@ -91,16 +91,26 @@ def _table(title: str, means: dict, order, columns: list[str], column_labels: di
     return lines + [""]
 
 
-def retention(means: dict) -> dict[str, float]:
-    """(closed form - zero-shot) / (oracle - zero-shot) per task slot, from the table means."""
+MIN_ORACLE_GAIN = 0.01  # retention is a ratio of gains: below a 1-point oracle gain it is noise, not a figure
+
+
+def retention(means: dict) -> dict[str, float | None]:
+    """(closed form - zero-shot) / (oracle - zero-shot) per task slot, from the table means.
+
+    None for a slot whose oracle gain is under MIN_ORACLE_GAIN (the ratio would be meaningless).
+    """
     out = {}
     for slot in ("A", "B"):
         try:
             gain = means["oracle"][slot] - means["zero_shot"][slot]
-            out[slot] = (means["closed_form"][slot] - means["zero_shot"][slot]) / gain if gain else float("nan")
+            out[slot] = (means["closed_form"][slot] - means["zero_shot"][slot]) / gain if gain >= MIN_ORACLE_GAIN else None
         except KeyError:
             continue
     return out
+
+
+def _retention_text(value: float | None) -> str:
+    return f"retention {100 * value:.1f}%" if value is not None else f"retention n/a (oracle gain under {100 * MIN_ORACLE_GAIN:g} point)"
 
 
 def alpha_rows(cells: list[dict]) -> list[tuple[float, float, float, int]]:
@@ -130,7 +140,7 @@ def render_tables(results: dict) -> str:
             gains = {m: {s: 100 * (means[m][s] - means["zero_shot"][s]) for s in ret} for m in ("closed_form", "oracle")}
             lines += ["Gain over zero-shot (points): " + "; ".join(
                 f"task {s}: closed form {gains['closed_form'][s]:+.2f}, oracle {gains['oracle'][s]:+.2f}, "
-                f"retention {100 * ret[s]:.1f}%" for s in ret), ""]
+                f"{_retention_text(ret[s])}" for s in ret), ""]
     if "negation" in experiments:
         lines += _table("Negation (accuracy %, mean over cells)", method_means(cells, "negation"), METHOD_ORDER["negation"],
                         ["A", *controls], {"A": "negated task"})
