@@ -126,3 +126,23 @@ def test_command_line_options_make_or_extend_a_setup(world_on_disk):
         config_from_options(["a=x", "b=y"], [f"reds={data}"], [], ["a=ft.safetensors"])
     result = CliRunner().invoke(app, ["experiment", "addition", "--setup", "toy", "--model", "a=x"])
     assert result.exit_code != 0 and "cannot be added to the toy setup" in result.output
+
+
+@pytest.mark.slow
+def test_a_one_task_setup_with_listed_and_made_sources(world_on_disk):
+    from platonic.experiments.config import config_setup
+
+    config = read_config(setup_yaml(world_on_disk, tasks={"reds": {"data": "data/reds"}}, related_group=[], held_out=None))
+    setup = config_setup(config, progress=False)
+    listed = setup.baselines["task_vector"]("vit", "reds")
+    changed = {k for k, v in listed.deltas.items() if v.abs().max() > 0}
+    assert changed == {"visual.proj"}  # the listed partial state dict changed only the projection
+    made = setup.baselines["task_vector"]("vit2", "reds")  # a LoRA fine-tune made by the `finetune` block
+    assert made.norm() > 0
+    assert setup.descriptors[("vit2", "reds")].norm() > 0
+    # one task: negation runs and the cosine table has no cross-task figure to show
+    from platonic.experiments import run_experiments
+
+    run_experiments(setup, ["negation"], world_on_disk / "run", progress=False, plots=False)
+    tables = (world_on_disk / "run" / "tables.md").read_text()
+    assert "### Negation" in tables and "| reds |" in tables and tables.split("| reds |")[1].split("\n")[0].strip().endswith("| - |")

@@ -250,17 +250,14 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
     made: dict[tuple[str, str], TaskVector] = {}  # sources made with `finetune`, kept as weight deltas
 
     def source(model: str, task: str):
-        """The fine-tuned model of (model, task); re-read when asked again, so only one is in memory."""
+        """The fine-tuned model of (model, task): listed ones are read from disk each time they are asked
+        for (one in memory at a time); made ones are fine-tuned once and kept as their task vector."""
         listed = config.sources.get(model, {}).get(task)
         if listed is not None:
             return load_finetuned(models[model], listed)
-        if (model, task) not in made:
-            images, labels = train[task]
-            ft = finetune(models[model], images, labels, tasks[task].prompts, config.finetune, progress=False)[0]
-            made[(model, task)] = TaskVector.from_models(models[model].module, ft.module)
-            return ft
-        ft = models[model].copy_for_new_weights()
-        made[(model, task)].add_to_(ft.module)
+        images, labels = train[task]
+        ft = finetune(models[model], images, labels, tasks[task].prompts, config.finetune, progress=False)[0]
+        made[(model, task)] = TaskVector.from_models(models[model].module, ft.module)
         return ft
 
     cache = EmbeddingCache()

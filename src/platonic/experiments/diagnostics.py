@@ -13,7 +13,7 @@ def descriptor_cosines(models: list[str], tasks: list[str], on_grid: dict) -> di
     """
     def mean(xs):
         xs = list(xs)
-        return sum(xs) / len(xs)
+        return sum(xs) / len(xs) if xs else None  # a setup with one task has no cross-task pairs
 
     own = {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}
     summary = {t: {"cross_model": mean(own[(a, t)].cosine(own[(b, t)]) for a, b in combinations(models, 2)),

@@ -159,7 +159,8 @@ def render_tables(results: dict) -> str:
     cos = results.get("diagnostics", {}).get("cosine")
     if cos:
         lines += ["### Descriptor cosine", "", "| task | same task, across models | across tasks, within a model |", "|---|---|---|"]
-        lines += [f"| {t} | {v['cross_model']:.3f} | {v['cross_task']:.3f} |" for t, v in cos.items()]
+        fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+        lines += [f"| {t} | {fmt(v['cross_model'])} | {fmt(v['cross_task'])} |" for t, v in cos.items()]
         lines.append("")
     timings = results.get("timings", {})
     if timings:
