@@ -32,15 +32,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import InvalidInputError
 from ..finetune import FinetuneConfig, finetune
-from ..measurement import EmbeddingCache, load_finetuned, measure
+from ..measurement import load_finetuned
 from ..models import load_model
 from ..models.images import canonical_images, image_files
 from ..progress import track
 from ..task_vector import TaskVector
+from ..world.data import PROBES_PER_CLASS, PROBE_SEED, probe_indices  # the paper's probe draw (method.md §1.6)
 from .diagnostics import descriptor_cosines
-from .setup import EvalSet, ExperimentSetup, TaskSpec
+from .setup import EvalSet, ExperimentSetup, TaskSpec, measure_on_grids
 
-PROBES_PER_CLASS, PROBE_SEED = 30, 42
 # Gradient ascent baseline (negation): a short labelled run with a fixed budget, the loss negated.
 ASCENT = FinetuneConfig(mode="full", steps=20, batch_size=32, lr=1e-5, weight_decay=0.0, ascent=True, seed=0)
 
@@ -218,8 +218,6 @@ def _eval_set(name: str, cfg: DataSetConfig, size: int, max_per_class: int | Non
 
 def _task(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig) -> tuple[TaskSpec, tuple[torch.Tensor, torch.Tensor]]:
     """The task's spec (probes from train, test, val if present) and its labelled train split."""
-    from ..world.data import probe_indices
-
     test, folders, root = _eval_set(name, cfg, size, config.max_test_per_class)
     if not (root / "train").is_dir():
         raise InvalidInputError(f"task {name!r} needs a train split for its probes: {root}/train/CLASS/*.png")
@@ -260,15 +258,7 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
         made[(model, task)] = TaskVector.from_models(models[model].module, ft.module)
         return ft
 
-    cache = EmbeddingCache()
-    on_grid = {}
-    for model in track(list(models), description="measuring descriptors", enabled=progress):
-        for source_task in tasks:
-            ft = source(model, source_task)
-            for task, spec in tasks.items():
-                on_grid[(model, source_task, task)] = measure(models[model], ft, spec.probes, spec.prompts, task,
-                                                              cache=cache, progress=False, device=device)
-    descriptors = {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}
+    descriptors, on_grid = measure_on_grids(models, tasks, source, progress, device)
 
     def task_vector(model: str, task: str) -> TaskVector:
         if (model, task) in made:

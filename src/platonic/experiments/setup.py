@@ -1,7 +1,7 @@
 """What an experiment runs on: models, tasks with probes and test sets, controls, descriptors.
 
-The embedded world provides one (`platonic.world.experiments.world_setup`); any set of real models
-and tasks can be described the same way.
+The embedded world provides one (`platonic.experiments.world_setup`), a YAML file another
+(`platonic.experiments.config`); both measure their descriptors with `measure_on_grids`.
 """
 
 from __future__ import annotations
@@ -68,3 +68,25 @@ class ExperimentSetup:
             "related_group": list(self.related_group),
             "held_out": self.held_out,
         }
+
+
+def measure_on_grids(models: dict[str, DualEncoder], tasks: dict[str, TaskSpec], finetuned: Callable[[str, str], DualEncoder],
+                     progress: bool = True, device="cpu") -> tuple[dict, dict]:
+    """Every source fine-tune measured on every task's grid.
+
+    finetuned(model, source_task) -> the fine-tuned model (asked once per pair, so one is in memory).
+    Returns (descriptors, on_grid): on_grid[(m, s, t)] is what m's fine-tune on s changed on t's probes
+    and prompts (the cross-task diagnostics need it); descriptors[(m, t)] = on_grid[(m, t, t)].
+    """
+    from ..measurement import EmbeddingCache, measure
+    from ..progress import track
+
+    cache = EmbeddingCache()
+    on_grid = {}
+    for model in track(list(models), description="measuring descriptors", enabled=progress):
+        for source_task in tasks:
+            ft = finetuned(model, source_task)
+            for task, spec in tasks.items():
+                on_grid[(model, source_task, task)] = measure(models[model], ft, spec.probes, spec.prompts, task,
+                                                              cache=cache, progress=False, device=device)
+    return {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}, on_grid

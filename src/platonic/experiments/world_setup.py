@@ -13,11 +13,9 @@ from pathlib import Path
 from safetensors import safe_open
 
 from ..finetune import FinetuneConfig, finetune
-from ..measurement import EmbeddingCache, measure
-from ..progress import track
 from ..task_vector import TaskVector
 from .diagnostics import descriptor_cosines
-from .setup import EvalSet, ExperimentSetup, TaskSpec
+from .setup import EvalSet, ExperimentSetup, TaskSpec, measure_on_grids
 
 DEFAULT_SOURCE_KIND = "full"  # measured: better cross-model agreement and larger gains (docs/world.md)
 # Gradient ascent: a short labelled run with a fixed budget (the paper's baseline destroys the model).
@@ -48,16 +46,9 @@ def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DE
                                EvalSet(f"{name}/val", d.val.images, d.val.labels, prompts))
     controls = {name: EvalSet(name, data[name].test.images, data[name].test.labels, tuple(wd.CONTROLS[name].prompts))
                 for name in wd.CONTROL_NAMES}
-    cache = EmbeddingCache()
-    on_grid = {}  # (model, fine-tune task s, grid task t) -> what the fine-tune on s changed on t's grid
     suffix = "" if source_kind == "full" else f"/{source_kind}"
-    for model in track(list(models), description="measuring descriptors", enabled=progress):
-        for source_task in tasks:
-            finetuned = load_world_model(f"{model}/{source_task}{suffix}", root=path)
-            for task, spec in tasks.items():
-                on_grid[(model, source_task, task)] = measure(models[model], finetuned, spec.probes, spec.prompts, task,
-                                                              cache=cache, progress=False)
-    descriptors = {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}
+    descriptors, on_grid = measure_on_grids(
+        models, tasks, lambda model, task: load_world_model(f"{model}/{task}{suffix}", root=path), progress)
 
     def task_vector(model: str, task: str) -> TaskVector:
         """tau of the full fine-tune (the task_vectors-style source) of `model` on `task`."""
