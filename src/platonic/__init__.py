@@ -7,11 +7,13 @@ Core objects (method.md §1.1-1.3):
 - `Operator`, `OperatorBank`: solved edits for one target, composed by signed sums;
 - `ProjectionParameter`, `LinearSite`, `HeadAffineSite`, `AppendedLinearSite`, `fold`, `unfold`:
   where an edit lands and folding it in;
-- `load_model`, `measure`, `solve_bank`, `apply`, `save_model`: the same on open_clip / transformers models.
+- `load_model`, `measure`, `solve_bank`, `apply`, `save_model`: the same on open_clip / transformers models;
+- `adapt`, `Adapter`, `AdaptConfig`: the adapter route, a peft LoRA fitted to the descriptors (method.md §1.4).
 """
 
 __version__ = "0.1.0"
 
+from .adapter import AdaptConfig, Adapter, adapt
 from .bank import Operator, OperatorBank, Term
 from .descriptor import Composition, Descriptor, ProbeGrid, Provenance, digest_probes, mean
 from .edit import (
@@ -44,5 +46,5 @@ __all__ = [
     "LinearSite", "Operator", "OperatorBank", "PlatonicError", "ProbeGrid", "ProjectionParameter",
     "Provenance", "RidgeSolver", "Term", "digest_probes", "fold", "head_design_matrix", "mean",
     "relative_residual", "solve", "solve_reference", "unfold", "unfold_by_inversion",
-    "apply", "load_model", "measure", "save_model", "solve_bank",
+    "apply", "load_model", "measure", "save_model", "solve_bank", "AdaptConfig", "Adapter", "adapt",
 ]

@@ -191,28 +191,101 @@ def solve(
     _print_operators([op._meta() for op in bank], [op.delta for op in bank], title="solved operators")
 
 
+ROUTES = ("closed_form", "adapter")
+
+
+def default_alpha(terms: dict[str, float]) -> float:
+    """The paper's strengths: 1.0 when every term is negative (negation, c = -1), else 0.5 (addition)."""
+    return 1.0 if all(c < 0 for c in terms.values()) else 0.5
+
+
+def _adapter_dir_beside(output: Path) -> Path:
+    return output.with_name(output.name.removesuffix(".safetensors") + ".adapter")
+
+
 @app.command()
 def apply(
+    extra: list[Path] = typer.Argument(None, help="More descriptor files (adapter route), e.g. after --descriptors A.utd."),
     target: str = typer.Option(..., "--target", help="Target model spec (the bank's target)."),
-    bank: Path = typer.Option(..., "--bank", help="Operator bank file."),
     terms: str = typer.Option(..., "--terms", help="Signed composition, e.g. 'eurosat:+1,dtd:-1' (task or task@source)."),
-    alpha: float = typer.Option(0.5, "--alpha", help="Strength (0.5 for addition; negation folds -1 at 1.0)."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the edited model in its own format."),
+    route: str = typer.Option("closed_form", "--route", help="closed_form (fold bank operators into the last layer) or "
+                              "adapter (fit a LoRA on the tower to the descriptors)."),
+    bank: Path = typer.Option(None, "--bank", help="Operator bank file (closed form)."),
+    descriptors: list[Path] = typer.Option([], "--descriptors", help="Descriptor files (adapter route)."),
+    probes: list[Path] = typer.Option([], "--probes", help="Probe files/folders, if not in the probe store (adapter route)."),
+    alpha: float = typer.Option(None, "--alpha", help="Closed-form strength; default 0.5, or 1.0 when every term is "
+                                "negative (the paper's negation)."),
+    adapter_dir: Path = typer.Option(None, "--adapter-dir", help="Where to keep the fitted peft adapter directory "
+                                     "(default: OUTPUT.adapter beside the export)."),
+    rank: int = typer.Option(16, "--rank", help="LoRA rank (adapter route)."),
+    lr: float = typer.Option(3e-4, "--lr", help="AdamW learning rate (adapter route)."),
+    max_steps: int = typer.Option(540, "--max-steps", help="Step cap: 20 epochs over the probes, at most this many."),
+    holdout: float = typer.Option(0.0, "--holdout", help="Fraction of probes held out to pick the best step (0: none)."),
     device: str = _device_option(),
 ) -> None:
-    """Fold a composition of bank entries into the target and export it natively."""
+    """Write a composition of skills into the target and export it natively.
+
+    Closed form (default): fold bank entries into the target's last linear map. Adapter: fit a LoRA on
+    the target's tower so its live descriptors match the terms (method §1.4); the peft adapter
+    directory is kept beside the export.
+    """
     from .bank import OperatorBank
+    from .errors import InvalidInputError
     from .models import load_model
     from .transfer import apply as apply_edit
     from .transfer import save_model
 
     try:
+        if route not in ROUTES:
+            raise InvalidInputError(f"--route {route!r}: choose closed_form or adapter")
+        parsed = parse_terms(terms)
         model = load_model(target, device=device)
-        apply_edit(model, OperatorBank.load(bank), parse_terms(terms), alpha=alpha)
-        path = save_model(model, output)
+        if route == "closed_form":
+            if bank is None:
+                raise InvalidInputError("the closed form needs --bank FILE (platonic solve writes one); "
+                                        "or use --route adapter with --descriptors")
+            if descriptors or extra:
+                raise InvalidInputError("descriptor files go with --route adapter; the closed form reads --bank")
+            used = default_alpha(parsed) if alpha is None else alpha
+            apply_edit(model, OperatorBank.load(bank), parsed, alpha=used)
+            path = save_model(model, output)
+            console.print(f"wrote {path}: {target} + ({terms}) at alpha = {used:g} (closed form)")
+            return
+        if alpha is not None:
+            raise InvalidInputError("--alpha is the closed form's strength; the adapter's is in the coefficients of --terms")
+        if bank is not None:
+            raise InvalidInputError("the adapter route fits to descriptors, not a bank: give --descriptors A.utd B.utd")
+        files = list(descriptors) + list(extra or [])
+        if not files:
+            raise InvalidInputError("the adapter route needs the descriptors: --descriptors A.utd [B.utd ...]")
+        adapter_path = adapter_dir or _adapter_dir_beside(output)
+        _run_adapter(model, files, parsed, probes, adapter_path, output,
+                     dict(rank=rank, lora_alpha=2.0 * rank, lr=lr, max_steps=max_steps, holdout=holdout))
     except PlatonicError as exc:
         _fail(exc)
-    console.print(f"wrote {path}: {target} + ({terms}) at alpha = {alpha}")
+
+
+def _run_adapter(model, files, terms, probes, adapter_path: Path, output: Path, options: dict) -> None:
+    from .adapter import adapt, adapt_config_from, select_terms
+    from .descriptor import Descriptor
+    from .hashing import tensor_digest
+    from .measurement import canonical_probes
+    from .transfer import save_model
+
+    config = adapt_config_from(options)
+    chosen = select_terms([Descriptor.load(f) for f in files], terms)
+    given = {}
+    for p in probes:
+        canon = canonical_probes(model, load_probes(p))
+        given[tensor_digest(canon)] = canon
+    adapter = adapt(model, chosen, config=config, probes=given)
+    adapter.save(adapter_path)
+    adapter.merge_into(model)
+    path = save_model(model, output, {"adapter_dir": str(adapter_path)})
+    residuals = ", ".join(f"{k} {v:.3f}" for k, v in adapter.report["relative_residual"].items())
+    console.print(f"fitted {adapter!r} in {adapter.report['steps']} steps; relative residual: {residuals}")
+    console.print(f"wrote {adapter_path} (peft adapter) and {path}: {model.spec} + ({', '.join(terms)}) by the adapter route")
 
 
 SETUPS = {  # name -> "module:function" returning an ExperimentSetup (imported on demand)
@@ -259,6 +332,11 @@ def experiment(
     source: list[str] = typer.Option([], "--source", help="MODEL/TASK=FINETUNE: .safetensors state dict, LoRA dir or spec."),
     output: Path = typer.Option(Path("runs/experiment"), "-o", "--output", help="Run directory to write."),
     plots: bool = typer.Option(True, help="Draw the PNG plots."),
+    adapter_cells: int = typer.Option(0, "--adapter-cells", help="Also fit the adapter route on this many seeded "
+                                      "addition and negation cells, beside the closed form on the same cells."),
+    adapter_lr: float = typer.Option(None, "--adapter-lr", help="The adapter's learning rate (default: the paper's 3e-4)."),
+    adapter_max_steps: int = typer.Option(None, "--adapter-max-steps", help="The adapter's step cap (default 540)."),
+    adapter_holdout: float = typer.Option(None, "--adapter-holdout", help="Fraction of probes held out to pick the step."),
     device: str = _device_option(),
 ) -> None:
     """Run the paper's experiment protocols and write results.json, tables.md and plots.
@@ -273,7 +351,14 @@ def experiment(
         unknown = [n for n in names if n not in PROTOCOLS]
         if unknown:
             raise InvalidInputError(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(PROTOCOLS)}")
-        run_experiments(load_setup(setup, model, task, control, source, device), names, output, plots=plots)
+        if adapter_cells < 0:
+            raise InvalidInputError("--adapter-cells must be 0 (off) or a positive number of cells")
+        from .adapter import adapt_config_from
+
+        options = {"lr": adapter_lr, "max_steps": adapter_max_steps, "holdout": adapter_holdout}
+        config = adapt_config_from({k: v for k, v in options.items() if v is not None})
+        run_experiments(load_setup(setup, model, task, control, source, device), names, output, plots=plots,
+                        adapter_cells=adapter_cells, adapter_config=config)
     except PlatonicError as exc:
         _fail(exc)
     console.print((output / "tables.md").read_text())

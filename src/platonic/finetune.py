@@ -20,6 +20,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import InvalidInputError
+from .lora import attach_lora, lora_layer_names_without_grad
 from .models import DualEncoder
 from .progress import track
 
@@ -101,13 +102,7 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
 
     peft_model = None
     if config.mode == "lora":
-        from peft import LoraConfig, get_peft_model
-
-        targets = ft.lora_target_modules
-        if not targets:
-            raise InvalidInputError(f"{ft.spec}: no attention projections to put LoRA on; use mode='full'")
-        peft_model = get_peft_model(ft.tower, LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,
-                                                         target_modules=targets, lora_dropout=0.0))
+        peft_model = attach_lora(ft.tower, ft.lora_target_modules, config.lora_rank, config.lora_alpha, ft.spec)
         params = [p for p in ft.tower.parameters() if p.requires_grad]
         initial = None
     else:
@@ -146,6 +141,11 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
             loss = loss + config.orthoreg * orthoreg_penalty(deltas)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if peft_model is not None and not losses:
+            silent = lora_layer_names_without_grad(peft_model)
+            if silent:
+                raise InvalidInputError(f"{ft.spec}: the LoRA layers on {', '.join(silent[:4])} never run in the tower's "
+                                        "forward pass, so they cannot learn; use mode='full' or 'attention'")
         if config.grad_clip:
             torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
         optimizer.step()

@@ -22,3 +22,36 @@ def track(items: Iterable[T], description: str, enabled: bool = True, total: int
     from rich.progress import track as rich_track
 
     yield from rich_track(items, description=description, total=total, transient=True)
+
+
+class StepProgress:
+    """A progress bar over optimisation steps that shows the live loss; a no-op when disabled.
+
+    with StepProgress(540, "fitting adapter") as bar:
+        for step in range(540):
+            ...
+            bar.advance(loss=float(loss))
+    """
+
+    def __init__(self, total: int, description: str, enabled: bool = True):
+        self.total, self.description = total, description
+        self.enabled = progress_enabled(enabled)
+        self._progress = self._task = None
+
+    def __enter__(self) -> "StepProgress":
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(), transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task(self.description, total=self.total, loss="-")
+        return self
+
+    def advance(self, loss: float | None = None) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, loss="-" if loss is None else f"{loss:.4g}")
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()

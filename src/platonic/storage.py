@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -41,6 +42,38 @@ def atomic_write(path, write) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    return path
+
+
+def atomic_directory(path, write, replaceable) -> Path:
+    """Fill a temporary directory beside `path` with write(tmp_dir), then rename it into place.
+
+    An existing `path` is replaced only when `replaceable(path)` says it is a previous artifact of the
+    same kind; it is swapped (old renamed aside, new renamed in, old deleted), so a reader, or a kill
+    at any moment, finds the old or the new directory, never neither. Anything else is refused.
+    """
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ArtifactError(f"cannot write {path}: directory {parent} does not exist; create it first")
+    if path.exists() and not (path.is_dir() and replaceable(path)):
+        raise ArtifactError(f"{path} exists and is not a previous output of this kind; choose a new path or remove it")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent))
+    old = None
+    try:
+        write(tmp)
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=parent))
+            os.rmdir(old)
+            os.replace(path, old)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and old.exists() and not path.exists():
+            os.replace(old, path)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
     return path
 
 

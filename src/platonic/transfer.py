@@ -63,7 +63,7 @@ def apply(model: DualEncoder, edit: Operator | OperatorBank, terms: Mapping | No
     operator.require_target(fingerprint)
     record = fold(model.edit_site, operator, alpha)
     edits = getattr(model, "edits", [])
-    edits.append({"method": method, "alpha": record.alpha, "target": fingerprint,
+    edits.append({"route": "closed_form", "method": method, "alpha": record.alpha, "target": fingerprint,
                   "terms": [t.to_json() for t in operator.terms]})
     model.edits = edits
     model._base_fingerprint = fingerprint

@@ -26,6 +26,8 @@ METHOD_ORDER = {
     "negation": ("zero_shot", "closed_form", "target_as_source", "gradient_ascent"),
     "generalization": ("zero_shot", "one_operator", "two_one_source", "two_two_sources"),
     "weight_space": ("zero_shot", "task_arithmetic", "weight_transport", "closed_form"),
+    "addition/adapter": ("zero_shot", "closed_form", "adapter"),
+    "negation/adapter": ("zero_shot", "closed_form", "adapter"),
 }
 METHOD_LABELS = {
     "zero_shot": "zero-shot", "random": "random descriptor", "single_a": "single A only", "single_b": "single B only",
@@ -33,6 +35,7 @@ METHOD_LABELS = {
     "gradient_ascent": "gradient ascent (labelled)", "one_operator": "one operator", "two_one_source": "two operators, one source",
     "two_two_sources": "two operators, two sources", "task_arithmetic": "task arithmetic within the model (alpha on val)",
     "weight_transport": "weight-space transport, same architecture (alpha on val)",
+    "adapter": "adapter (LoRA fitted to the descriptors)",
 }
 
 
@@ -147,6 +150,18 @@ def render_tables(results: dict) -> str:
     if "generalization" in experiments:
         lines += _table("Generalisation to the held-out related task (accuracy %)", method_means(cells, "generalization"),
                         METHOD_ORDER["generalization"], ["A", *controls], {"A": "held-out task"})
+    for name, title, columns, labels in (
+        ("addition/adapter", "Adapter route vs closed form, two-task addition, on the same cells", ["A", "B"],
+         {"A": "task A", "B": "task B"}),
+        ("negation/adapter", "Adapter route vs closed form, negation, on the same cells", ["A"], {"A": "negated task"}),
+    ):
+        if name in experiments:
+            lines += _table(f"{title} (accuracy %)", method_means(cells, name), METHOD_ORDER[name], [*columns, *controls],
+                            labels)
+            fits = [c["fit"] for c in cells if c["experiment"] == name and c["method"] == "adapter"]
+            lines += [f"Adapter fits: {len(fits)}, mean {_mean(f['seconds'] for f in fits):.1f} s and "
+                      f"{_mean(f['steps'] for f in fits):.0f} steps each; the residual column is the fit's "
+                      "relative residual ||UTD_live - c U|| / ||c U|| for the adapter, the solve's for the closed form.", ""]
     if "weight_space" in experiments:
         lines += _table("Weight-space baselines (two-task addition; zero-shot and closed form on the transport cells)",
                         method_means(cells, "weight_space"), METHOD_ORDER["weight_space"], ["A", "B", *controls],

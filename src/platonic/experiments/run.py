@@ -7,8 +7,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Sequence
 
+from ..adapter import AdaptConfig
 from ..descriptor import utc_now
 from ..measurement import EmbeddingCache
+from .adapter_cells import ADAPTER_PARTS
 from .fastpath import FeatureStore, single_thread
 from .protocols import FAST_PATH, PROTOCOLS, SLOW_PARTS
 from .report import new_results, write_run
@@ -16,16 +18,22 @@ from .setup import ExperimentSetup
 
 
 def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, *, cache: EmbeddingCache | None = None,
-                    progress: bool = True, plots: bool = True, diagnostics: dict | None = None) -> dict:
+                    progress: bool = True, plots: bool = True, diagnostics: dict | None = None,
+                    adapter_cells: int = 0, adapter_config: AdaptConfig | None = None) -> dict:
     """Run the named protocols ("addition", "negation", "generalization", "alpha") and return results.
 
+    adapter_cells > 0 adds the adapter route on that many seeded cells of addition and of negation,
+    beside the closed form on the same cells (`experiments.adapter_cells`; `adapter_config` sets the fit).
     Writes results.json, tables.md and plots into `out_dir` when given.
     """
     unknown = [n for n in names if n not in PROTOCOLS]
     if unknown:
         raise ValueError(f"unknown experiment(s) {unknown}; choose from {', '.join(PROTOCOLS)}")
     store = FeatureStore(setup, cache=cache, progress=False)
-    results = new_results(setup.describe(), {"experiments": list(names), "created": utc_now()})
+    settings = {"experiments": list(names), "created": utc_now()}
+    if adapter_cells:
+        settings["adapter"] = {"cells": adapter_cells, **(adapter_config or AdaptConfig()).model_dump(mode="json")}
+    results = new_results(setup.describe(), settings)
     t0 = time.perf_counter()
     store.prefetch(progress=progress)
     results["timings"]["caching features (forward passes)"] = time.perf_counter() - t0
@@ -40,6 +48,11 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
             slow = SLOW_PARTS[name](setup, store, progress=progress)
             results["timings"][f"{name}, trained baselines ({len(slow)} records)"] = time.perf_counter() - start
             cells += slow
+        if adapter_cells and name in ADAPTER_PARTS:
+            start = time.perf_counter()
+            fitted = ADAPTER_PARTS[name](setup, store, adapter_cells, adapter_config, progress=progress)
+            results["timings"][f"{name}, adapter route ({len(fitted) // 3} cells)"] = time.perf_counter() - start
+            cells += fitted
         results["cells"].extend(cells)
     results["timings"]["total"] = time.perf_counter() - t0
     results["diagnostics"].update(setup.diagnostics)

@@ -47,6 +47,27 @@ def attention_projection_names(tower: nn.Module) -> list[str]:
     return sorted(separate or fused or packed)
 
 
+MLP_NAMES = ("fc1", "fc2", "c_fc", "c_proj")
+
+
+def conv_layer_names(tower: nn.Module) -> list[str]:
+    """Leaf names of the tower's spatial (kernel > 1, ungrouped) convolutions."""
+    return sorted({name.rsplit(".", 1)[-1] for name, m in tower.named_modules()
+                   if isinstance(m, nn.Conv2d) and max(m.kernel_size) > 1 and m.groups == 1})
+
+
+def lora_layer_names(tower: nn.Module) -> list[str]:
+    """peft `target_modules` for a tower: its attention projections (`attention_projection_names`),
+    else the Linears of its MLP blocks (fc1 / fc2, c_fc / c_proj), else its spatial convolutions
+    (kernel > 1); [] when it has none of these (nothing LoRA should wrap)."""
+    attention = attention_projection_names(tower)
+    if attention:
+        return attention
+    mlp = {name.rsplit(".", 1)[-1] for name, m in tower.named_modules()
+           if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in MLP_NAMES}
+    return sorted(mlp) or conv_layer_names(tower)
+
+
 @dataclass(frozen=True)
 class ProbeEmbeddings:
     """Tower outputs for a batch of probes.
@@ -87,8 +108,9 @@ class DualEncoder(ABC):
 
     @property
     def lora_target_modules(self) -> list[str]:
-        """Names (peft `target_modules` suffixes) of the tower's attention projections for LoRA."""
-        return attention_projection_names(self.tower)
+        """Names (peft `target_modules` suffixes) LoRA wraps in the tower: attention q/v projections
+        where it has them, else its MLP Linears or convolutions (`lora_layer_names`)."""
+        return lora_layer_names(self.tower)
 
     def canonical(self, probes) -> torch.Tensor:
         """Probes in any accepted form -> the canonical tensor whose digest identifies them.

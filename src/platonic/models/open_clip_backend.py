@@ -20,7 +20,7 @@ from ..edit import AppendedLinearSite, EditSite
 from ..errors import InvalidInputError
 from ..storage import atomic_write
 from . import register_backend
-from .base import DualEncoder
+from .base import DualEncoder, conv_layer_names
 from .images import to_model_input
 from .sites import OPEN_CLIP_RULES, SiteRule, discover_site
 
@@ -61,6 +61,14 @@ class OpenClipEncoder(DualEncoder):
     @property
     def edit_site(self) -> EditSite:
         return self._site
+
+    @property
+    def lora_target_modules(self) -> list[str]:
+        """As the base class, except ResNet CLIPs: their attention pool reads q/k/v_proj.weight directly
+        (F.multi_head_attention_forward), where LoRA layers would never run, so they get their convolutions."""
+        if type(self.model.visual).__name__ == "ModifiedResNet":
+            return conv_layer_names(self.model.visual)
+        return super().lora_target_modules
 
     @property
     def image_size(self) -> tuple[int, int]:

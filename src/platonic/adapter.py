@@ -1,0 +1,451 @@
+"""The adapter route (method.md §1.4, §1.6): a peft LoRA on the target's image (or audio) tower, fitted
+so that the target's *live* descriptor on every probe of every composed term matches c_l U_l.
+
+For terms l = 1..L with descriptors U_l (N_l, M_l), coefficients c_l, the target's normalised prompt
+embeddings G_l (M_l, d) (frozen) and its tower f_theta (LoRA parameters theta), the loss is
+
+    L(theta) = (1 / |batch|) sum_{x in batch} (1 / M_l(x)) sum_j ( <f_theta(x), g_j> - <f_pre(x), g_j> - c_l U_l[x, j] )^2
+
+i.e. per probe the mean over its own task's prompts, averaged over the probes of all terms jointly
+(one adapter for the whole composition). f_pre is read once, before the first step, with the adapter
+attached and untrained (peft initialises B = 0): that is the pre-trained function in the very kernels
+the fit runs, so an untrained adapter is exactly zero change. (Disabling the adapter can take another
+kernel path, e.g. torch's fused attention for open_clip's packed attention, which differs in the last
+bits.) Defaults follow the paper's code: rank 16, alpha 32, AdamW lr 3e-4, wd 1e-4, batch 64, cosine
+schedule, 20 epochs over the probes capped at 540 steps, bf16 autocast on a GPU, fixed adapter
+initialisation and a seeded batch order.
+
+`adapt(target, terms)` returns an `Adapter`: the LoRA weights with their peft config, the terms,
+descriptor digests, settings and the fit's history. `Adapter.save(DIR)` writes a peft adapter
+directory (adapter_config.json + adapter_model.safetensors, loadable with peft alone:
+`PeftModel.from_pretrained(tower, DIR)`); `Adapter.merge_into(model)` merges it into the target's
+weights, recorded like a closed-form edit (route "adapter") so `save_model` exports it natively.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Literal, Mapping, Sequence
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from ._checks import as_finite_scalar
+from .bank import Term
+from .descriptor import Composition, Descriptor, utc_now
+from .errors import ArtifactError, FingerprintMismatchError, InvalidInputError
+from .hashing import tensor_digest
+from .lora import attach_lora, require_lora_runs
+from .measurement import EmbeddingCache, ProbeStore
+from .models import DualEncoder, load_model
+from .progress import StepProgress
+from .storage import atomic_directory
+
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+META_KEY = "platonic"
+ADAPTER_FORMAT_VERSION = 1
+
+
+class AdaptConfig(BaseModel):
+    """Settings of one adapter fit (defaults: the paper's code, method.md §1.6)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: int = Field(16, ge=1)
+    lora_alpha: float = Field(32.0, gt=0)
+    lr: float = Field(3e-4, gt=0)
+    weight_decay: float = Field(1e-4, ge=0)
+    batch_size: int = Field(64, ge=1)
+    epochs: int = Field(20, ge=1)
+    max_steps: int = Field(540, ge=0)  # 0: the untrained adapter (exactly zero change)
+    warmup_steps: int = Field(0, ge=0)
+    target_modules: tuple[str, ...] | None = None  # default: the backend's (attention q / v, else MLP / conv)
+    holdout: float = Field(0.0, ge=0.0, lt=1.0)  # fraction of each term's probes held out to pick the step
+    eval_every: int = Field(20, ge=1)  # steps between held-out evaluations (with holdout > 0)
+    precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 autocast on CUDA, fp32 elsewhere
+    seed: int = 0
+
+    def steps_for(self, n_fit: int) -> int:
+        """min(max_steps, epochs * ceil(n_fit / batch_size))."""
+        return min(self.max_steps, self.epochs * math.ceil(n_fit / self.batch_size))
+
+
+@dataclass
+class _TermData:
+    """One term on the target: canonical probes (N, ...), G (M, d), the base affinities and the goal c U."""
+
+    term: Term
+    probes: torch.Tensor
+    prompts_g: torch.Tensor
+    goal: torch.Tensor  # c * U, (N, M) float32 on the device
+    base: torch.Tensor | None = None  # <f_pre(x), g>, (N, M), filled before the first step
+    fit_rows: torch.Tensor | None = None
+    held_rows: torch.Tensor | None = None
+
+
+@dataclass
+class Adapter:
+    """A fitted LoRA for one target: peft config and weights, terms, settings and the fit's history.
+
+    weights: peft's adapter state dict (keys as `PeftModel.save_pretrained` writes them);
+    target: fingerprint of the pre-trained target it was fitted on; report: steps, chosen step,
+    losses, held-out evaluations, relative residual ||UTD_live - c U|| / ||c U|| per term.
+    """
+
+    lora_config: dict
+    weights: dict[str, torch.Tensor]
+    target: str
+    target_spec: str
+    terms: tuple[Term, ...]
+    settings: dict
+    report: dict = field(default_factory=dict)
+    created: str = field(default_factory=utc_now)
+
+    # -- applying -------------------------------------------------------------------------------
+    def _peft_config(self):
+        from peft import LoraConfig
+
+        return LoraConfig(**self.lora_config)
+
+    def merge_into(self, model: DualEncoder) -> DualEncoder:
+        """Merge the adapter into `model`'s tower in place and record the edit (route "adapter").
+
+        Refuses a model that is not the pre-trained target the adapter was fitted on, and a merge
+        whose weights come out non-finite (the weights are then restored).
+        """
+        from peft import get_peft_model, set_peft_model_state_dict
+
+        fingerprint = model.base_fingerprint
+        if fingerprint != self.target and model.fingerprint != self.target:
+            raise FingerprintMismatchError(
+                f"this adapter was fitted on target {self.target} ({self.target_spec}); {model.spec} is "
+                f"{fingerprint}. Fit it again on this model (platonic apply --route adapter)"
+            )
+        model.edit_site  # noqa: B018 - a lazily appended site must exist on both sides, as during the fit
+        saved = {k: v.detach().clone() for k, v in model.tower.state_dict().items()}
+        peft_model = get_peft_model(model.tower, copy.deepcopy(self._peft_config()))
+        result = set_peft_model_state_dict(peft_model, self.weights)
+        if result.unexpected_keys:
+            peft_model.unload()
+            raise InvalidInputError(f"the adapter's weights do not fit {model.spec}'s tower "
+                                    f"(e.g. {list(result.unexpected_keys)[:2]}); was it fitted on another architecture?")
+        peft_model.merge_and_unload()
+        if not all(torch.isfinite(t).all() for t in model.tower.state_dict().values()):
+            model.tower.load_state_dict(saved)
+            raise InvalidInputError("merging the adapter gave non-finite weights; the model was restored. "
+                                    "Fit again with smaller coefficients or learning rate")
+        for p in model.module.parameters():
+            p.requires_grad_(False)
+        edits = getattr(model, "edits", [])
+        edits.append({"route": "adapter", "method": "adapter", "target": fingerprint,
+                      "terms": [t.to_json() for t in self.terms], "settings": self.settings,
+                      "adapter_digest": self.digest()})
+        model.edits = edits
+        model._base_fingerprint = fingerprint
+        model.invalidate_fingerprint()
+        return model
+
+    def digest(self) -> str:
+        """sha256 over the adapter's tensors in name order."""
+        import hashlib
+
+        from .hashing import update_with_tensor
+
+        h = hashlib.sha256()
+        for name in sorted(self.weights):
+            update_with_tensor(h, self.weights[name], name)
+        return h.hexdigest()
+
+    # -- storage --------------------------------------------------------------------------------
+    def metadata(self) -> dict:
+        return {"format": "platonic", "kind": "adapter", "format_version": ADAPTER_FORMAT_VERSION,
+                "route": "adapter", "target": self.target, "target_spec": self.target_spec,
+                "terms": [t.to_json() for t in self.terms], "settings": self.settings, "report": self.report,
+                "created": self.created, "lora_config": self.lora_config}
+
+    def save(self, directory) -> Path:
+        """Write a peft adapter directory atomically (a previous adapter directory there is replaced)."""
+        meta = json.dumps(self.metadata(), sort_keys=True)
+        config = self._peft_config()
+        payload = {k: v.detach().cpu().contiguous() for k, v in self.weights.items()}
+
+        def write(tmp: Path) -> None:
+            config.save_pretrained(str(tmp))
+            save_file(payload, str(tmp / ADAPTER_WEIGHTS), metadata={"format": "pt", META_KEY: meta})
+
+        return atomic_directory(directory, write, replaceable=is_adapter_directory)
+
+    @classmethod
+    def load(cls, directory) -> "Adapter":
+        """Read an adapter directory written by `save` (tensors and JSON only; no code runs)."""
+        directory = Path(directory)
+        if not is_adapter_directory(directory):
+            raise ArtifactError(f"{directory} is not a platonic adapter directory (no {ADAPTER_CONFIG} and "
+                                f"{ADAPTER_WEIGHTS} with platonic metadata); write one with platonic apply --route adapter")
+        try:
+            with safe_open(str(directory / ADAPTER_WEIGHTS), framework="pt") as f:
+                meta = json.loads(f.metadata()[META_KEY])
+                weights = {k: f.get_tensor(k) for k in f.keys()}
+        except Exception as exc:  # noqa: BLE001 - safetensors raises several types for damaged files
+            raise ArtifactError(f"{directory / ADAPTER_WEIGHTS} cannot be read ({type(exc).__name__}: {exc}); "
+                                "it may be truncated: fit the adapter again") from None
+        if not isinstance(meta.get("format_version"), int) or meta["format_version"] > ADAPTER_FORMAT_VERSION:
+            raise ArtifactError(f"{directory} has adapter format version {meta.get('format_version')!r}; "
+                                f"this platonic reads up to {ADAPTER_FORMAT_VERSION}. Upgrade platonic")
+        try:
+            return cls(lora_config=meta["lora_config"], weights=weights, target=meta["target"],
+                       target_spec=meta["target_spec"], terms=tuple(Term.from_json(t) for t in meta["terms"]),
+                       settings=meta["settings"], report=meta.get("report", {}), created=meta.get("created", ""))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactError(f"{directory}: malformed adapter metadata ({exc})") from None
+
+    def __repr__(self) -> str:
+        body = " ".join(f"{t.coefficient:+g}*{t.task}@{t.source}" for t in self.terms)
+        return f"Adapter({body}; rank {self.lora_config.get('r')}, {len(self.weights)} tensors, target {self.target[:16]}…)"
+
+
+def is_adapter_directory(path: Path) -> bool:
+    """True for a directory written by `Adapter.save` (peft files with platonic metadata)."""
+    path = Path(path)
+    weights = path / ADAPTER_WEIGHTS
+    if not ((path / ADAPTER_CONFIG).is_file() and weights.is_file()):
+        return False
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            return META_KEY in (f.metadata() or {})
+    except Exception:  # noqa: BLE001
+        return False
+
+
+# -- terms ------------------------------------------------------------------------------------------
+
+def as_terms(terms) -> list[tuple[float, Descriptor]]:
+    """A Descriptor, a Composition, or (coefficient, Descriptor) pairs -> checked [(c, U)], no duplicates."""
+    if isinstance(terms, Descriptor):
+        terms = Composition.of(terms)
+    if isinstance(terms, Composition):
+        pairs = list(terms.terms)
+    else:
+        try:
+            pairs = [(c, d) for c, d in terms]
+        except (TypeError, ValueError):
+            raise InvalidInputError("adapter terms are a Descriptor, a Composition or (coefficient, Descriptor) pairs") from None
+        pairs = [(as_finite_scalar("adapter term coefficient", c), d) for c, d in pairs]
+    if not pairs:
+        raise InvalidInputError("the adapter needs at least one term (coefficient, descriptor)")
+    seen = set()
+    for c, d in pairs:
+        if not isinstance(d, Descriptor):
+            raise InvalidInputError(f"adapter term {c!r}: {type(d).__name__} is not a Descriptor")
+        key = tensor_digest(d.matrix), d.grid
+        if key in seen:
+            raise InvalidInputError(f"the descriptor of {d.task} ({d.provenance.source}) appears twice among the terms; "
+                                    "give it once with the summed coefficient")
+        seen.add(key)
+    return pairs
+
+
+def select_terms(descriptors: Sequence[Descriptor], terms: Mapping[str, float]) -> list[tuple[float, Descriptor]]:
+    """Match "task" or "task@source" keys of `terms` to `descriptors` -> [(coefficient, descriptor)]."""
+    chosen = []
+    for key, c in terms.items():
+        task, _, source = key.partition("@")
+        found = [d for d in descriptors if d.task == task and (not source or d.provenance.source == source)]
+        if not found:
+            have = ", ".join(f"{d.task}@{d.provenance.source}" for d in descriptors) or "none"
+            raise InvalidInputError(f"term {key!r} has no descriptor among the ones given ({have}); "
+                                    f"add its .utd file (--descriptors) or fix the term's name")
+        if len(found) > 1:
+            raise InvalidInputError(f"term {key!r} matches {len(found)} descriptors (sources: "
+                                    f"{', '.join(d.provenance.source for d in found)}); name one as TASK@SOURCE")
+        chosen.append((c, found[0]))
+    return chosen
+
+
+# -- the fit ----------------------------------------------------------------------------------------
+
+def _autocast(config: AdaptConfig, device: torch.device):
+    use = config.precision == "bf16" or (config.precision == "auto" and device.type == "cuda")
+    return torch.autocast(device.type, dtype=torch.bfloat16) if use else nullcontext()
+
+
+def _affinities(model: DualEncoder, probes: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+    """<normalise(f(x)), g> (n, M) in float32, through the same autograd path as the fit's steps."""
+    z = model._forward_tower(model.prepare_probes(probes))
+    return torch.nn.functional.normalize(z.float(), dim=1) @ G.T
+
+
+def _batched_affinities(model, data: _TermData, config: AdaptConfig, rows: torch.Tensor | None = None) -> torch.Tensor:
+    rows = torch.arange(len(data.probes)) if rows is None else rows
+    out = []
+    with torch.enable_grad(), _autocast(config, model.device):
+        for start in range(0, len(rows), config.batch_size):
+            idx = rows[start : start + config.batch_size]
+            out.append(_affinities(model, data.probes[idx], data.prompts_g).detach())
+    return torch.cat(out) if out else torch.zeros(0, data.goal.shape[1], device=data.goal.device)
+
+
+def _residual(model, data: _TermData, config: AdaptConfig, rows: torch.Tensor | None = None) -> tuple[float, float]:
+    """(||live change - c U||_F^2, ||c U||_F^2) over `rows` (all probes by default)."""
+    rows = torch.arange(len(data.probes)) if rows is None else rows
+    change = _batched_affinities(model, data, config, rows) - data.base[rows]
+    goal = data.goal[rows]
+    return float((change - goal).double().pow(2).sum()), float(goal.double().pow(2).sum())
+
+
+def _prepare_terms(model: DualEncoder, pairs, probes, store, cache) -> list[_TermData]:
+    out = []
+    device = model.device
+    for c, desc in pairs:
+        canon = (probes or {}).get(desc.grid.probe_digest)
+        canon = canon if canon is not None else store.get(desc.grid.probe_digest)
+        canon = model.canonical(canon)
+        if canon.shape[0] != desc.shape[0]:
+            raise InvalidInputError(f"the probes of {desc.task} hold {canon.shape[0]} inputs, its descriptor "
+                                    f"{desc.shape[0]} rows; pass the probes it was measured on")
+        G = torch.nn.functional.normalize(cache.texts(model, desc.grid.prompts).float(), dim=1).to(device)
+        term = Term(float(c), desc.provenance.source, desc.task, tensor_digest(desc.matrix))
+        out.append(_TermData(term, canon, G, (float(c) * desc.matrix.float()).to(device)))
+    return out
+
+
+def _split(data: list[_TermData], holdout: float, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed + 1)
+    for d in data:
+        n = len(d.probes)
+        perm = torch.randperm(n, generator=gen)
+        held = min(n - 1, math.ceil(holdout * n)) if holdout > 0 else 0
+        d.held_rows, d.fit_rows = perm[:held].sort().values, perm[held:].sort().values
+
+
+def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[str, torch.Tensor] | None = None,
+          store: ProbeStore | None = None, cache: EmbeddingCache | None = None, progress: bool = True,
+          device=None) -> Adapter:
+    """Fit one LoRA on `target`'s tower so its live descriptors match every term's c U (jointly).
+
+    target: model spec or DualEncoder (not modified; the fit runs on a copy).
+    terms: a Descriptor, a Composition, or (coefficient, Descriptor) pairs; addition uses c = +1,
+        negation c = -1 (the paper's settings). Each descriptor's probes are found by digest in
+        `probes` ({digest: canonical tensor}) or the probe store.
+    Returns the `Adapter` (merge it with `Adapter.merge_into(model)`, keep it with `Adapter.save(DIR)`).
+    """
+    from peft.utils import get_peft_model_state_dict
+
+    config = config or AdaptConfig()
+    model = load_model(target, device=device or "cpu")
+    pairs = as_terms(terms)
+    fingerprint = model.base_fingerprint
+    cache = cache or EmbeddingCache()
+    data = _prepare_terms(model, pairs, probes, store or ProbeStore(), cache)
+    targets = list(config.target_modules or model.lora_target_modules)
+    work = model.copy_for_new_weights()
+    work.edit_site  # noqa: B018 - an appended site is part of the structure the adapter is fitted on
+    for p in work.module.parameters():
+        p.requires_grad_(False)
+    peft_model = attach_lora(work.tower, targets, config.rank, config.lora_alpha, model.spec, seed=config.seed)
+    work.tower.eval()  # no dropout / batch statistics: the fit sees the function inference uses
+
+    for d in data:
+        d.base = _batched_affinities(work, d, config)  # B = 0: the pre-trained function, bit for bit
+    probe_batch = [(0, r) for r in range(min(4, len(data[0].probes)))]
+    require_lora_runs(peft_model, _batch_loss(work, data, probe_batch, config), model.spec)
+    _split(data, config.holdout, config.seed)
+    pool = [(i, int(r)) for i, d in enumerate(data) for r in d.fit_rows]
+    steps = config.steps_for(len(pool))
+    params = [p for p in peft_model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+
+    def schedule(step: int) -> float:
+        if step < config.warmup_steps:
+            return (step + 1) / config.warmup_steps
+        return 0.5 * (1 + math.cos(math.pi * (step - config.warmup_steps) / max(1, steps - config.warmup_steps)))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    gen = torch.Generator().manual_seed(config.seed)
+    order, cursor = torch.randperm(len(pool), generator=gen), 0
+    losses, evaluations = [], []
+    best = (float("inf"), 0, None)
+
+    def held_out_residual() -> float:
+        num = den = 0.0
+        for d in data:
+            n, g = _residual(work, d, config, d.held_rows)
+            num, den = num + n, den + g
+        return math.sqrt(num / den) if den > 0 else 0.0
+
+    with StepProgress(steps, f"fitting adapter ({len(data)} term{'s' if len(data) > 1 else ''})", enabled=progress) as bar:
+        for step in range(steps):
+            if cursor + config.batch_size > len(order) and cursor > 0:
+                order, cursor = torch.randperm(len(pool), generator=gen), 0
+            batch = [pool[int(k)] for k in order[cursor : cursor + config.batch_size]]
+            cursor += config.batch_size
+            loss = _batch_loss(work, data, batch, config)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            losses.append(float(loss.detach()))
+            bar.advance(losses[-1])
+            if config.holdout > 0 and ((step + 1) % config.eval_every == 0 or step + 1 == steps):
+                value = held_out_residual()
+                evaluations.append({"step": step + 1, "held_out_residual": value})
+                if value < best[0]:
+                    best = (value, step + 1, {k: v.detach().clone() for k, v in get_peft_model_state_dict(peft_model).items()})
+    if best[2] is not None:
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(peft_model, best[2])
+    residuals = {}
+    for d in data:
+        num, den = _residual(work, d, config)
+        residuals[f"{d.term.task}@{d.term.source}"] = math.sqrt(num / den) if den > 0 else 0.0
+    weights = {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(peft_model).items()}
+    report = {"steps": steps, "chosen_step": best[1] if best[2] is not None else steps, "losses": losses,
+              "held_out": evaluations, "relative_residual": residuals,
+              "probes": {f"{d.term.task}@{d.term.source}": len(d.probes) for d in data}}
+    lora_dict = {"r": config.rank, "lora_alpha": config.lora_alpha, "target_modules": targets, "lora_dropout": 0.0,
+                 "bias": "none"}
+    return Adapter(lora_dict, weights, fingerprint, model.spec, tuple(d.term for d in data),
+                   config.model_dump(mode="json"), report)
+
+
+def _batch_loss(model: DualEncoder, data: list[_TermData], batch: list[tuple[int, int]], config: AdaptConfig) -> torch.Tensor:
+    """Mean over the batch's probes of the mean over their own prompts of (live change - c U)^2."""
+    groups: dict[int, list[int]] = {}
+    for i, r in batch:
+        groups.setdefault(i, []).append(r)
+    inputs = torch.cat([model.prepare_probes(data[i].probes[torch.tensor(rows)]) for i, rows in groups.items()]) \
+        if len(groups) > 1 else None
+    with _autocast(config, model.device):
+        if inputs is not None:
+            z = model._forward_tower(inputs).float()
+            chunks = torch.split(z, [len(rows) for rows in groups.values()])
+        else:
+            (i, rows), = groups.items()
+            chunks = (model._forward_tower(model.prepare_probes(data[i].probes[torch.tensor(rows)])).float(),)
+    total = 0.0
+    for (i, rows), z in zip(groups.items(), chunks):
+        d, idx = data[i], torch.tensor(rows, device=data[i].goal.device)
+        change = torch.nn.functional.normalize(z, dim=1) @ d.prompts_g.T - d.base[idx]
+        total = total + (change - d.goal[idx]).pow(2).mean(dim=1).sum()
+    return total / len(batch)
+
+
+def adapt_config_from(options: Mapping | None) -> AdaptConfig:
+    """AdaptConfig from a mapping, with pydantic's errors turned into one line naming the field."""
+    try:
+        return AdaptConfig(**dict(options or {}))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InvalidInputError(f"adapter setting {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+__all__ = ["AdaptConfig", "Adapter", "adapt", "adapt_config_from", "as_terms", "is_adapter_directory", "select_terms"]

@@ -1,0 +1,94 @@
+"""The adapter route beside the closed form, on a seeded subset of the addition and negation cells.
+
+Each chosen cell is evaluated three ways on exactly the same (target, sources, tasks):
+zero-shot and closed form from the fast path, and the adapter fitted to the same descriptors
+(`platonic.adapt`, c = +1 per term for addition, c = -1 for negation), merged into a copy of the
+target and evaluated end to end. Records carry experiment "addition/adapter" or "negation/adapter"
+so the main tables keep their full grids; the adapter record adds "fit" (steps, seconds, the
+relative residual of every term).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from itertools import combinations
+
+from ..adapter import AdaptConfig, adapt
+from ..progress import track
+from .fastpath import FeatureStore, accuracy_end_to_end
+from .protocols import Operators, _accuracies, _cell
+from .setup import ExperimentSetup
+
+ADAPTER_CELL_SEED = 42
+
+
+def _choose(candidates: list, n: int) -> list:
+    """A seeded sample of n candidates, kept in grid order (all of them when n >= their number)."""
+    if n >= len(candidates):
+        return list(candidates)
+    keep = set(random.Random(ADAPTER_CELL_SEED).sample(range(len(candidates)), n))
+    return [c for i, c in enumerate(candidates) if i in keep]
+
+
+def _fit_and_evaluate(setup: ExperimentSetup, store: FeatureStore, target: str, terms, slots: dict, config: AdaptConfig):
+    """(accuracies, fit record) of the adapter fitted to `terms` [(c, source, task)] on `target`."""
+    pairs, probes = [], {}
+    for c, source, task in terms:
+        desc = setup.descriptors[(source, task)]
+        pairs.append((c, desc))
+        probes[desc.grid.probe_digest] = setup.tasks[task].probes
+    start = time.perf_counter()
+    adapter = adapt(setup.models[target], pairs, config=config, probes=probes, cache=store.cache, progress=False)
+    edited = setup.models[target].copy_for_new_weights()
+    adapter.merge_into(edited)
+    seconds = time.perf_counter() - start
+    sets = {**{slot: setup.tasks[task].test for slot, task in slots.items()}, **setup.controls}
+    accuracy = {name: accuracy_end_to_end(edited, s) for name, s in sets.items()}
+    fit = {"steps": adapter.report["steps"], "chosen_step": adapter.report["chosen_step"], "seconds": round(seconds, 3),
+           "relative_residual": adapter.report["relative_residual"]}
+    return accuracy, fit, list(adapter.report["relative_residual"].values())
+
+
+def addition_adapter(setup: ExperimentSetup, store: FeatureStore, cells: int, config: AdaptConfig | None = None,
+                     alpha: float = 0.5, progress: bool = True) -> list[dict]:
+    """Zero-shot, closed form (alpha) and adapter (c = +1, +1) on `cells` seeded cross-model addition cells."""
+    config = config or AdaptConfig()
+    ops = Operators(setup, store)
+    candidates = [(t, sa, sb, a, b) for t in setup.models for a, b in combinations(setup.tasks, 2)
+                  for sa in setup.models if sa != t for sb in setup.models if sb != t]
+    out = []
+    for target, sa, sb, a, b in track(_choose(candidates, cells), description="addition: adapter cells", enabled=progress):
+        slots = {"A": a, "B": b}
+        (ka, ra), (kb, rb) = ops.real(target, sa, a), ops.real(target, sb, b)
+        out.append(_cell("addition/adapter", "zero_shot", target, [], [a, b], [], 0.0,
+                         _accuracies(store, setup, target, slots, [], 0.0)))
+        out.append(_cell("addition/adapter", "closed_form", target, [sa, sb], [a, b], [1.0, 1.0], alpha,
+                         _accuracies(store, setup, target, slots, [(ka, 1.0), (kb, 1.0)], alpha), [ra, rb]))
+        accuracy, fit, residuals = _fit_and_evaluate(setup, store, target, [(1.0, sa, a), (1.0, sb, b)], slots, config)
+        out.append({**_cell("addition/adapter", "adapter", target, [sa, sb], [a, b], [1.0, 1.0], None, accuracy, residuals),
+                    "fit": fit})
+    return out
+
+
+def negation_adapter(setup: ExperimentSetup, store: FeatureStore, cells: int, config: AdaptConfig | None = None,
+                     alpha: float = 1.0, progress: bool = True) -> list[dict]:
+    """Zero-shot, closed form (c = -1 at alpha) and adapter (c = -1) on `cells` seeded cross-model negation cells."""
+    config = config or AdaptConfig()
+    ops = Operators(setup, store)
+    candidates = [(t, s, task) for t in setup.models for task in setup.tasks for s in setup.models if s != t]
+    out = []
+    for target, source, task in track(_choose(candidates, cells), description="negation: adapter cells", enabled=progress):
+        slots = {"A": task}
+        key, r = ops.real(target, source, task)
+        out.append(_cell("negation/adapter", "zero_shot", target, [], [task], [], 0.0,
+                         _accuracies(store, setup, target, slots, [], 0.0)))
+        out.append(_cell("negation/adapter", "closed_form", target, [source], [task], [-1.0], alpha,
+                         _accuracies(store, setup, target, slots, [(key, -1.0)], alpha), [r]))
+        accuracy, fit, residuals = _fit_and_evaluate(setup, store, target, [(-1.0, source, task)], slots, config)
+        out.append({**_cell("negation/adapter", "adapter", target, [source], [task], [-1.0], None, accuracy, residuals),
+                    "fit": fit})
+    return out
+
+
+ADAPTER_PARTS = {"addition": addition_adapter, "negation": negation_adapter}
