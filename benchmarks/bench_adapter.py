@@ -6,6 +6,9 @@ Two targets:
 - a random-weight open_clip ViT-B-32 at 224 px: a few steps on a 64-probe batch, timed, and the time of
   a 540-step edit extrapolated from them.
 
+The world edit runs on one thread, as `platonic experiment --adapter-cells` fits tiny towers (two threads on
+two busy cores were measured 7x slower); the ViT-B-32 uses all threads (`--threads N` sets them).
+
 Reference measured in the same run, on the same batch: one step of plain full fine-tuning of the
 tower (forward, backward, AdamW on every tower weight). The ratio adapter step / full step says what
 LoRA's frozen base saves or costs; it is printed, not asserted.
@@ -114,8 +117,11 @@ def main() -> None:
     import tempfile
 
     cache = EmbeddingCache(tempfile.mkdtemp(prefix="bench-adapter-"))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    world_bench(args.world_model, cache)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads (the world edit runs on one, as the experiments do)")
+    from platonic.experiments.fastpath import single_thread
+
+    with single_thread():
+        world_bench(args.world_model, cache)
     if not args.skip_vit:
         vit_bench(args.vit_steps, cache)
 

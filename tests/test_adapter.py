@@ -1,6 +1,7 @@
 """The adapter route's terms, settings and errors, on the synthetic toy setup (seconds)."""
 
 import pytest
+import torch
 
 from platonic import AdaptConfig, Composition, InvalidInputError, adapt
 from platonic.adapter import adapt_config_from, as_terms, select_terms
@@ -68,3 +69,24 @@ def test_settings_errors_name_the_field():
     with pytest.raises(InvalidInputError, match="adapter setting holdout"):
         adapt_config_from({"holdout": 1.5})
     assert AdaptConfig().steps_for(1080) == 340 and AdaptConfig().steps_for(100_000) == 540
+
+
+def test_anchors_keep_unlabeled_inputs_where_they_were(setup):
+    """Beyond the paper: anchor_weight keeps the embeddings of unlabeled anchors; without it they drift more."""
+    desc = setup.descriptors[("m0", "t0")]
+    anchors = setup.tasks["t3"].probes
+    model = setup.models["m1"]
+
+    def drift(adapter):
+        edited = adapter.merge_into(model.copy_for_new_weights())
+        unit = lambda z: torch.nn.functional.normalize(z, dim=1)  # noqa: E731
+        return float((unit(edited.encode_probes(anchors).z) - unit(model.encode_probes(anchors).z)).norm())
+
+    base = AdaptConfig(target_modules=TOY_TARGETS, lr=1e-2, max_steps=60)
+    free = adapt(model, desc, config=base, probes=probes_of(setup, "t0"), progress=False)
+    kept = adapt(model, desc, config=base.model_copy(update={"anchor_weight": 10.0}), anchors=anchors,
+                 probes=probes_of(setup, "t0"), progress=False)
+    assert kept.report["anchors"]["count"] == len(anchors)
+    assert drift(kept) < 0.5 * drift(free), (drift(kept), drift(free))
+    with pytest.raises(InvalidInputError, match="anchors and anchor_weight go together"):
+        adapt(model, desc, config=base, anchors=anchors, probes=probes_of(setup, "t0"), progress=False)

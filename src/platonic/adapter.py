@@ -71,6 +71,7 @@ class AdaptConfig(BaseModel):
     holdout: float = Field(0.0, ge=0.0, lt=1.0)  # fraction of each term's probes held out to pick the step
     eval_every: int = Field(20, ge=1)  # steps between held-out evaluations (with holdout > 0)
     precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 autocast on CUDA, fp32 elsewhere
+    anchor_weight: float = Field(0.0, ge=0)  # beyond the paper: keep the embeddings of unlabeled anchors (adapt(anchors=))
     seed: int = 0
 
     def steps_for(self, n_fit: int) -> int:
@@ -327,7 +328,7 @@ def _split(data: list[_TermData], holdout: float, seed: int) -> None:
 
 
 def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[str, torch.Tensor] | None = None,
-          store: ProbeStore | None = None, cache: EmbeddingCache | None = None, progress: bool = True,
+          store: ProbeStore | None = None, cache: EmbeddingCache | None = None, anchors=None, progress: bool = True,
           device=None) -> Adapter:
     """Fit one LoRA on `target`'s tower so its live descriptors match every term's c U (jointly).
 
@@ -335,6 +336,9 @@ def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[s
     terms: a Descriptor, a Composition, or (coefficient, Descriptor) pairs; addition uses c = +1,
         negation c = -1 (the paper's settings). Each descriptor's probes are found by digest in
         `probes` ({digest: canonical tensor}) or the probe store.
+    anchors: beyond the paper, with `config.anchor_weight` w > 0: unlabeled inputs (any form the target's
+        `canonical` accepts) whose normalised embeddings e(x) the fit keeps, adding to the loss
+        w * mean over an anchor batch of ||e_theta(x) - e_pre(x)||^2 (the adapter's locality).
     Returns the `Adapter` (merge it with `Adapter.merge_into(model)`, keep it with `Adapter.save(DIR)`).
     """
     from peft.utils import get_peft_model_state_dict
@@ -345,6 +349,10 @@ def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[s
     fingerprint = model.base_fingerprint
     cache = cache or EmbeddingCache()
     data = _prepare_terms(model, pairs, probes, store or ProbeStore(), cache)
+    if (anchors is None) != (config.anchor_weight == 0):
+        raise InvalidInputError("anchors and anchor_weight go together: give unlabeled anchor inputs (anchors=) and a "
+                                "positive anchor_weight, or neither")
+    anchor_inputs = None if anchors is None else model.canonical(anchors)
     targets = list(config.target_modules or model.lora_target_modules)
     work = model.copy_for_new_weights()
     work.edit_site  # noqa: B018 - an appended site is part of the structure the adapter is fitted on
@@ -355,6 +363,7 @@ def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[s
 
     for d in data:
         d.base = _batched_affinities(work, d, config)  # B = 0: the pre-trained function, bit for bit
+    anchor = None if anchor_inputs is None else _Anchors(work, anchor_inputs, config)
     probe_batch = [(0, r) for r in range(min(4, len(data[0].probes)))]
     require_lora_runs(peft_model, _batch_loss(work, data, probe_batch, config), model.spec)
     _split(data, config.holdout, config.seed)
@@ -388,6 +397,8 @@ def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[s
             batch = [pool[int(k)] for k in order[cursor : cursor + config.batch_size]]
             cursor += config.batch_size
             loss = _batch_loss(work, data, batch, config)
+            if anchor is not None:
+                loss = loss + config.anchor_weight * anchor.loss(work)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -411,10 +422,37 @@ def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[s
     report = {"steps": steps, "chosen_step": best[1] if best[2] is not None else steps, "losses": losses,
               "held_out": evaluations, "relative_residual": residuals,
               "probes": {f"{d.term.task}@{d.term.source}": len(d.probes) for d in data}}
+    if anchor is not None:
+        report["anchors"] = {"count": len(anchor_inputs), "digest": tensor_digest(anchor_inputs)}
     lora_dict = {"r": config.rank, "lora_alpha": config.lora_alpha, "target_modules": targets, "lora_dropout": 0.0,
                  "bias": "none"}
     return Adapter(lora_dict, weights, fingerprint, model.spec, tuple(d.term for d in data),
                    config.model_dump(mode="json"), report)
+
+
+class _Anchors:
+    """Unlabeled inputs whose normalised embeddings the fit keeps: mean ||e_theta(x) - e_pre(x)||^2 per batch."""
+
+    def __init__(self, model: DualEncoder, inputs: torch.Tensor, config: AdaptConfig):
+        self.inputs, self.config = inputs, config
+        chunks = []
+        with torch.enable_grad(), _autocast(config, model.device):
+            for start in range(0, len(inputs), config.batch_size):
+                z = model._forward_tower(model.prepare_probes(inputs[start : start + config.batch_size]))
+                chunks.append(torch.nn.functional.normalize(z.float(), dim=1).detach())
+        self.base = torch.cat(chunks)
+        self.gen = torch.Generator().manual_seed(config.seed + 2)
+        self.order, self.cursor = torch.randperm(len(inputs), generator=self.gen), 0
+
+    def loss(self, model: DualEncoder) -> torch.Tensor:
+        if self.cursor >= len(self.order):
+            self.order, self.cursor = torch.randperm(len(self.inputs), generator=self.gen), 0
+        idx = self.order[self.cursor : self.cursor + self.config.batch_size]
+        self.cursor += self.config.batch_size
+        with _autocast(self.config, model.device):
+            z = model._forward_tower(model.prepare_probes(self.inputs[idx])).float()
+        e = torch.nn.functional.normalize(z, dim=1)
+        return (e - self.base[idx.to(self.base.device)]).pow(2).sum(dim=1).mean()
 
 
 def _batch_loss(model: DualEncoder, data: list[_TermData], batch: list[tuple[int, int]], config: AdaptConfig) -> torch.Tensor:

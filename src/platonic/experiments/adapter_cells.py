@@ -5,18 +5,22 @@ zero-shot and closed form from the fast path, and the adapter fitted to the same
 (`platonic.adapt`, c = +1 per term for addition, c = -1 for negation), merged into a copy of the
 target and evaluated end to end. Records carry experiment "addition/adapter" or "negation/adapter"
 so the main tables keep their full grids; the adapter record adds "fit" (steps, seconds, the
-relative residual of every term).
+relative residual of every term). With `anchor_weight` > 0 (beyond the paper) the fit also keeps the
+embeddings of unlabeled anchors drawn from the probes of the tasks the cell does not compose.
 """
 
 from __future__ import annotations
 
 import random
 import time
+from contextlib import nullcontext
 from itertools import combinations
+
+import torch
 
 from ..adapter import AdaptConfig, adapt
 from ..progress import track
-from .fastpath import FeatureStore, accuracy_end_to_end
+from .fastpath import FeatureStore, accuracy_end_to_end, single_thread
 from .protocols import Operators, _accuracies, _cell
 from .setup import ExperimentSetup
 
@@ -31,6 +35,29 @@ def _choose(candidates: list, n: int) -> list:
     return [c for i, c in enumerate(candidates) if i in keep]
 
 
+ANCHORS_PER_TASK = 64
+
+
+def anchor_pool(setup: ExperimentSetup, exclude) -> torch.Tensor:
+    """Unlabeled anchors for `anchor_weight`: a seeded draw of 64 probes (train images) from every task not in
+    `exclude` (never test or control images)."""
+    gen = torch.Generator().manual_seed(ADAPTER_CELL_SEED)
+    parts = []
+    for name, task in setup.tasks.items():
+        if name not in exclude:
+            parts.append(task.probes[torch.randperm(len(task.probes), generator=gen)[:ANCHORS_PER_TASK]])
+    return torch.cat(parts)
+
+
+TINY_TOWER = 5_000_000  # parameters
+
+
+def _is_tiny(model) -> bool:
+    """Towers this small fit as fast on one thread, and two threads on two busy cores ran a world fit 7x slower
+    (188 s vs 25 s, benchmarks/bench_adapter.py beside another job): fit them single-threaded."""
+    return sum(p.numel() for p in model.tower.parameters()) < TINY_TOWER
+
+
 def _fit_and_evaluate(setup: ExperimentSetup, store: FeatureStore, target: str, terms, slots: dict, config: AdaptConfig):
     """(accuracies, fit record) of the adapter fitted to `terms` [(c, source, task)] on `target`."""
     pairs, probes = [], {}
@@ -38,8 +65,11 @@ def _fit_and_evaluate(setup: ExperimentSetup, store: FeatureStore, target: str, 
         desc = setup.descriptors[(source, task)]
         pairs.append((c, desc))
         probes[desc.grid.probe_digest] = setup.tasks[task].probes
+    anchors = anchor_pool(setup, [task for _, _, task in terms]) if config.anchor_weight else None
     start = time.perf_counter()
-    adapter = adapt(setup.models[target], pairs, config=config, probes=probes, cache=store.cache, progress=False)
+    with single_thread() if _is_tiny(setup.models[target]) else nullcontext():
+        adapter = adapt(setup.models[target], pairs, config=config, probes=probes, cache=store.cache, anchors=anchors,
+                        progress=False)
     edited = setup.models[target].copy_for_new_weights()
     adapter.merge_into(edited)
     seconds = time.perf_counter() - start
