@@ -414,20 +414,34 @@ def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[s
         from peft import set_peft_model_state_dict
 
         set_peft_model_state_dict(peft_model, best[2])
+    names = _term_names(data)
     residuals = {}
-    for d in data:
+    for name, d in zip(names, data):
         num, den = _residual(work, d, config)
-        residuals[f"{d.term.task}@{d.term.source}"] = math.sqrt(num / den) if den > 0 else 0.0
+        residuals[name] = math.sqrt(num / den) if den > 0 else 0.0
     weights = {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(peft_model).items()}
     report = {"steps": steps, "chosen_step": best[1] if best[2] is not None else steps, "losses": losses,
               "held_out": evaluations, "relative_residual": residuals,
-              "probes": {f"{d.term.task}@{d.term.source}": len(d.probes) for d in data}}
+              "probes": {name: len(d.probes) for name, d in zip(names, data)}}
     if anchor is not None:
         report["anchors"] = {"count": len(anchor_inputs), "digest": tensor_digest(anchor_inputs)}
     lora_dict = {"r": config.rank, "lora_alpha": config.lora_alpha, "target_modules": targets, "lora_dropout": 0.0,
                  "bias": "none"}
     return Adapter(lora_dict, weights, fingerprint, model.spec, tuple(d.term for d in data),
                    config.model_dump(mode="json"), report)
+
+
+def _term_names(data: list[_TermData]) -> list[str]:
+    """"task@source" per term, numbered ("#2", ...) where two terms share both (e.g. two probe sets)."""
+    names = []
+    for d in data:
+        base = name = f"{d.term.task}@{d.term.source}"
+        k = 1
+        while name in names:
+            k += 1
+            name = f"{base}#{k}"
+        names.append(name)
+    return names
 
 
 class _Anchors:
@@ -460,15 +474,12 @@ def _batch_loss(model: DualEncoder, data: list[_TermData], batch: list[tuple[int
     groups: dict[int, list[int]] = {}
     for i, r in batch:
         groups.setdefault(i, []).append(r)
-    inputs = torch.cat([model.prepare_probes(data[i].probes[torch.tensor(rows)]) for i, rows in groups.items()]) \
-        if len(groups) > 1 else None
+    prepared = [model.prepare_probes(data[i].probes[torch.tensor(rows)]) for i, rows in groups.items()]
     with _autocast(config, model.device):
-        if inputs is not None:
-            z = model._forward_tower(inputs).float()
-            chunks = torch.split(z, [len(rows) for rows in groups.values()])
-        else:
-            (i, rows), = groups.items()
-            chunks = (model._forward_tower(model.prepare_probes(data[i].probes[torch.tensor(rows)])).float(),)
+        if all(isinstance(p, torch.Tensor) for p in prepared):  # one forward for the whole batch
+            chunks = torch.split(model._forward_tower(torch.cat(prepared)).float(), [len(r) for r in groups.values()])
+        else:  # transformers inputs are dicts of tensors: one forward per term
+            chunks = [model._forward_tower(p).float() for p in prepared]
     total = 0.0
     for (i, rows), z in zip(groups.items(), chunks):
         d, idx = data[i], torch.tensor(rows, device=data[i].goal.device)

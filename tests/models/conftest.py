@@ -57,6 +57,7 @@ def get_model(spec: str):
             warnings.simplefilter("ignore")
             logging.disable(logging.WARNING)
             try:
+                torch.manual_seed(0)  # random weights, but the same ones in every run
                 _MODELS[spec] = tiny_hf(spec.removeprefix("hf:tiny-")) if spec.startswith("hf:tiny-") else load_model(spec)
             finally:
                 logging.disable(logging.NOTSET)
