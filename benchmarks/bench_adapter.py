@@ -98,7 +98,7 @@ def vit_bench(steps: int, cache: EmbeddingCache) -> None:
     per_step = (time.perf_counter() - start - fixed) / adapter.report["steps"]
     G = torch.nn.functional.normalize(target.encode_texts(prompts).float(), dim=1)
     reference = full_step_seconds(target, probes, G, repeats=2)
-    print(f"open_clip:ViT-B-32 (random weights), 224 px, batch 64, rank 16 on its attention:")
+    print("open_clip:ViT-B-32 (random weights), 224 px, batch 64, rank 16 on its attention:")
     print(f"  {per_step:.2f} s per step ({1 / per_step:.2f} steps/s), fixed cost {fixed:.1f} s; a 540-step edit "
           f"(the paper's cap) extrapolates to {(fixed + 540 * per_step) / 60:.1f} min here")
     print(f"  reference, one full fine-tuning step on the same batch: {reference:.2f} s; adapter step / full step = "

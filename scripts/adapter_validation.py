@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from itertools import combinations
 
 from platonic import AdaptConfig
-from platonic.experiments.adapter_cells import anchor_pool
+from platonic.experiments.adapter_cells import fit_adapted
 from platonic.experiments.fastpath import FeatureStore, accuracy_end_to_end, single_thread
 from platonic.experiments.protocols import Operators
 from platonic.experiments.world_setup import world_setup
@@ -32,22 +31,9 @@ CANDIDATES = {
 
 
 def evaluate_adapter(setup, store, target, terms, config):
-    from platonic import adapt
-
-    pairs, probes = [], {}
-    for c, source, task in terms:
-        d = setup.descriptors[(source, task)]
-        pairs.append((c, d))
-        probes[d.grid.probe_digest] = setup.tasks[task].probes
-    anchors = anchor_pool(setup, [task for _, _, task in terms]) if config.anchor_weight else None
-    start = time.perf_counter()
-    adapter = adapt(setup.models[target], pairs, config=config, probes=probes, cache=store.cache, anchors=anchors,
-                    progress=False)
-    edited = setup.models[target].copy_for_new_weights()
-    adapter.merge_into(edited)
-    seconds = time.perf_counter() - start
-    acc = {t: accuracy_end_to_end(edited, setup.tasks[t].val) for t in setup.tasks}
-    return acc, seconds, adapter.report
+    """(validation accuracy of every task, seconds, fit report) of the adapter fitted as the experiments do."""
+    edited, adapter, seconds = fit_adapted(setup, store, target, terms, config)
+    return {t: accuracy_end_to_end(edited, setup.tasks[t].val) for t in setup.tasks}, seconds, adapter.report
 
 
 def main() -> None:

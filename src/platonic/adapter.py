@@ -30,7 +30,7 @@ import math
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Literal, Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-import torch
 from safetensors.torch import save_file
 from typer.testing import CliRunner
 

@@ -58,8 +58,8 @@ def _is_tiny(model) -> bool:
     return sum(p.numel() for p in model.tower.parameters()) < TINY_TOWER
 
 
-def _fit_and_evaluate(setup: ExperimentSetup, store: FeatureStore, target: str, terms, slots: dict, config: AdaptConfig):
-    """(accuracies, fit record) of the adapter fitted to `terms` [(c, source, task)] on `target`."""
+def fit_adapted(setup: ExperimentSetup, store: FeatureStore, target: str, terms, config: AdaptConfig):
+    """(edited copy of `target`, Adapter, seconds): the adapter fitted to `terms` [(c, source, task)], merged."""
     pairs, probes = [], {}
     for c, source, task in terms:
         desc = setup.descriptors[(source, task)]
@@ -72,7 +72,12 @@ def _fit_and_evaluate(setup: ExperimentSetup, store: FeatureStore, target: str, 
                         progress=False)
     edited = setup.models[target].copy_for_new_weights()
     adapter.merge_into(edited)
-    seconds = time.perf_counter() - start
+    return edited, adapter, time.perf_counter() - start
+
+
+def _fit_and_evaluate(setup: ExperimentSetup, store: FeatureStore, target: str, terms, slots: dict, config: AdaptConfig):
+    """(test accuracies, fit record, residuals) of the adapter fitted to `terms` on `target`."""
+    edited, adapter, seconds = fit_adapted(setup, store, target, terms, config)
     sets = {**{slot: setup.tasks[task].test for slot, task in slots.items()}, **setup.controls}
     accuracy = {name: accuracy_end_to_end(edited, s) for name, s in sets.items()}
     fit = {"steps": adapter.report["steps"], "chosen_step": adapter.report["chosen_step"], "seconds": round(seconds, 3),
