@@ -227,8 +227,9 @@ class Operator:
             provenance=Provenance.from_json(meta["provenance"]),
         )
 
-    def save(self, path) -> None:
-        write_artifact(path, "operator", {"delta": self.delta}, self._meta())
+    def save(self, path, overwrite: bool = False) -> None:
+        """Write an operator file (atomic; an existing file is replaced only if it is an operator, or with overwrite)."""
+        write_artifact(path, "operator", {"delta": self.delta}, self._meta(), overwrite=overwrite)
 
     @classmethod
     def load(cls, path) -> "Operator":
@@ -331,11 +332,12 @@ class OperatorBank:
             )
 
     # -- storage --------------------------------------------------------------------------------
-    def save(self, path) -> None:
+    def save(self, path, overwrite: bool = False) -> None:
+        """Write a bank file (atomic; an existing file is replaced only if it is a bank, or with overwrite)."""
         ops = list(self.entries.values())
         tensors = {f"entry.{i}": op.delta for i, op in enumerate(ops)}
         meta = {"target": self.target, "entries": [op._meta() for op in ops]}
-        write_artifact(path, "bank", tensors, meta)
+        write_artifact(path, "bank", tensors, meta, overwrite=overwrite)
 
     @classmethod
     def load(cls, path) -> "OperatorBank":

@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 
 from ..edit import AppendedLinearSite, EditSite
 from ..errors import InvalidInputError
-from ..storage import atomic_write
+from ..storage import atomic_write, platonic_record, refuse_existing
 from . import register_backend
 from .base import DualEncoder, conv_layer_names
 from .images import to_model_input
@@ -103,9 +103,11 @@ class OpenClipEncoder(DualEncoder):
     def architecture_id(self) -> str:
         return f"open_clip/{self.arch}/{type(self.model).__name__}/{type(self.model.visual).__name__}"
 
-    def save(self, path, provenance: dict | None = None) -> Path:
+    def save(self, path, provenance: dict | None = None, overwrite: bool = False) -> Path:
         """Write a safetensors state dict loadable by open_clip.create_model(ARCH, pretrained=PATH).
 
+        An existing file at `path` is replaced only when it is a previous platonic open_clip export, or
+        with `overwrite` (never the checkpoint the model was loaded from: the command line refuses that).
         When the edit lives in an appended linear (no final linear in the tower), open_clip cannot
         load that layer: the file holds the unedited architecture's weights, and the appended layer
         is written beside it as PATH.appended.safetensors, with a warning.
@@ -114,7 +116,11 @@ class OpenClipEncoder(DualEncoder):
         if path.suffix != ".safetensors":
             raise InvalidInputError(f"open_clip loads safetensors checkpoints by their suffix; name the file *.safetensors (got {path.name})")
         meta = {"platonic": json.dumps({"arch": self.arch, "spec": self.spec, **(provenance or {})}, sort_keys=True)}
+        what = "platonic open_clip export"
         site = self._site
+        side = path.with_name(path.name.removesuffix(".safetensors") + ".appended.safetensors")
+        for target in (path, side) if isinstance(site, AppendedLinearSite) else (path,):
+            refuse_existing(target, is_open_clip_export, overwrite, what)
         if isinstance(site, AppendedLinearSite):
             appended = {"weight": site.linear.weight.detach().cpu().contiguous()}
             site.remove()
@@ -123,13 +129,20 @@ class OpenClipEncoder(DualEncoder):
             finally:
                 AppendedLinearSite.install(site.parent, site.attr, site.out_dim)
                 self._site = AppendedLinearSite(site.parent, site.attr, getattr(site.parent, site.attr))
-            side = path.with_name(path.name.removesuffix(".safetensors") + ".appended.safetensors")
-            atomic_write(side, lambda tmp: save_file(appended, tmp, metadata=meta))
+            atomic_write(side, lambda tmp: save_file(appended, tmp, metadata=meta), replaceable=is_open_clip_export,
+                         overwrite=overwrite, what=what)
             warnings.warn(f"{self.arch} has no final linear map; the edit is in an appended layer saved to {side}, "
                           f"which open_clip alone does not load", stacklevel=2)
         else:
             state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
-        return atomic_write(path, lambda tmp: save_file(state, tmp, metadata=meta))
+        return atomic_write(path, lambda tmp: save_file(state, tmp, metadata=meta), replaceable=is_open_clip_export,
+                            overwrite=overwrite, what=what)
+
+
+def is_open_clip_export(path) -> bool:
+    """True for a safetensors file written by `OpenClipEncoder.save` (platonic metadata naming the architecture)."""
+    record = platonic_record(path) if Path(path).is_file() else None
+    return bool(record) and "arch" in record and record.get("format") != "platonic"
 
 
 def _check_arch(arch: str) -> None:
