@@ -318,9 +318,14 @@ class OperatorBank:
         """sum_l c_l * operator_l over the given {key: coefficient}."""
         if not coefficients:
             raise InvalidInputError("compose needs at least one {task: coefficient} term")
-        total = None
+        total, given = None, {}
         for key, c in coefficients.items():
-            op = as_finite_scalar(f"coefficient of {key!r}", c) * self.entries[self.resolve(key)]
+            entry = self.resolve(key)
+            if entry in given:
+                raise InvalidInputError(f"terms {given[entry]!r} and {key!r} name the same bank entry "
+                                        f"({entry[1]}@{entry[0]}); give each entry once, with the summed coefficient")
+            given[entry] = key
+            op = as_finite_scalar(f"coefficient of {key!r}", c) * self.entries[entry]
             total = op if total is None else total + op
         return total
 
