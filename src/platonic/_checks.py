@@ -42,3 +42,26 @@ def as_finite_scalar(name: str, value) -> float:
     if value != value or value in (float("inf"), float("-inf")):
         raise InvalidInputError(f"{name} must be finite; got {value}")
     return value
+
+
+def as_device(device) -> "torch.device":
+    """`device` ("cpu", "cuda", "cuda:1", "mps", a torch.device) as a torch.device that exists here, or raise.
+
+    Checked before any model is built, so that `--device cuda` on a machine without a GPU is one clear
+    error instead of a failure deep inside a library.
+    """
+    try:
+        dev = device if isinstance(device, torch.device) else torch.device(str(device))
+    except (RuntimeError, TypeError, ValueError):
+        raise InvalidInputError(f"device {device!r} is not a torch device; use e.g. cpu, cuda or cuda:0") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise InvalidInputError(f"device {device!r}: no CUDA GPU is available here; use --device cpu")
+        if dev.index is not None and dev.index >= count:
+            raise InvalidInputError(f"device {device!r}: this machine has {count} CUDA GPU(s) (cuda:0 to cuda:{count - 1})")
+    elif dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise InvalidInputError(f"device {device!r}: Apple's MPS backend is not available here; use --device cpu")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise InvalidInputError(f"device {device!r}: platonic runs on cpu, cuda or mps")
+    return dev

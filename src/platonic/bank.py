@@ -227,8 +227,9 @@ class Operator:
             provenance=Provenance.from_json(meta["provenance"]),
         )
 
-    def save(self, path) -> None:
-        write_artifact(path, "operator", {"delta": self.delta}, self._meta())
+    def save(self, path, overwrite: bool = False) -> None:
+        """Write an operator file (atomic; an existing file is replaced only if it is an operator, or with overwrite)."""
+        write_artifact(path, "operator", {"delta": self.delta}, self._meta(), overwrite=overwrite)
 
     @classmethod
     def load(cls, path) -> "Operator":
@@ -317,9 +318,14 @@ class OperatorBank:
         """sum_l c_l * operator_l over the given {key: coefficient}."""
         if not coefficients:
             raise InvalidInputError("compose needs at least one {task: coefficient} term")
-        total = None
+        total, given = None, {}
         for key, c in coefficients.items():
-            op = as_finite_scalar(f"coefficient of {key!r}", c) * self.entries[self.resolve(key)]
+            entry = self.resolve(key)
+            if entry in given:
+                raise InvalidInputError(f"terms {given[entry]!r} and {key!r} name the same bank entry "
+                                        f"({entry[1]}@{entry[0]}); give each entry once, with the summed coefficient")
+            given[entry] = key
+            op = as_finite_scalar(f"coefficient of {key!r}", c) * self.entries[entry]
             total = op if total is None else total + op
         return total
 
@@ -331,11 +337,12 @@ class OperatorBank:
             )
 
     # -- storage --------------------------------------------------------------------------------
-    def save(self, path) -> None:
+    def save(self, path, overwrite: bool = False) -> None:
+        """Write a bank file (atomic; an existing file is replaced only if it is a bank, or with overwrite)."""
         ops = list(self.entries.values())
         tensors = {f"entry.{i}": op.delta for i, op in enumerate(ops)}
         meta = {"target": self.target, "entries": [op._meta() for op in ops]}
-        write_artifact(path, "bank", tensors, meta)
+        write_artifact(path, "bank", tensors, meta, overwrite=overwrite)
 
     @classmethod
     def load(cls, path) -> "OperatorBank":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import typer
@@ -10,12 +11,16 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .errors import PlatonicError
+from .cli_errors import OneLineErrors
+from .cli_errors import fail as _fail
+from .errors import InvalidInputError, PlatonicError, ZeroDescriptorWarning
 
 app = typer.Typer(
     help="Move fine-tuned skills between different multimodal dual encoders (Platonic Task Arithmetic).",
     no_args_is_help=True,
     add_completion=False,
+    cls=OneLineErrors,  # every error: one line `error: ...` on stderr, exit code 2
+    rich_markup_mode=None,  # help texts are plain: FOLDER[/test] is a path, not markup
 )
 console = Console()
 
@@ -24,9 +29,9 @@ from .world.cli import world_app  # noqa: E402 - typer sub-app; imports nothing 
 app.add_typer(world_app, name="world")
 
 
-def _fail(exc: Exception) -> None:
-    console.print(f"[bold red]error:[/] {exc}")
-    raise typer.Exit(code=2)
+def _overwrite_option():
+    return typer.Option(False, "--overwrite", help="Replace an existing output that is not a previous platonic output "
+                        "of this kind (it is swapped out atomically).")
 
 
 def _version(value: bool) -> None:
@@ -41,15 +46,24 @@ def main(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 
 @app.command()
-def inspect(path: Path = typer.Argument(..., help="A descriptor, operator or bank file."),
+def inspect(path: Path = typer.Argument(..., help="A descriptor, operator or bank file, or a model platonic exported."),
             as_json: bool = typer.Option(False, "--json", help="Print the metadata record as JSON.")) -> None:
     """Print what a platonic file holds."""
     from .storage import read_artifact
 
-    try:
-        tensors, record = read_artifact(path)
-    except PlatonicError as exc:
-        _fail(exc)
+    export = _export_record(path)
+    if export is not None:
+        if as_json:
+            print(json.dumps(export, indent=2, sort_keys=True))
+            return
+        console.print(f"[bold]{path}[/]: a model exported by platonic {export.get('platonic_version', '?')} from {export.get('spec')}")
+        for edit in export.get("edits", []):
+            terms = " ".join(f"{t['coefficient']:+g}*{t['task']}@{t['source']}" for t in edit.get("terms", []))
+            strength = f" at alpha = {edit['alpha']:g}" if "alpha" in edit else ""
+            console.print(f"  edit      {edit.get('route', '?')}: {terms}{strength}")
+        return
+    tensors, record = read_artifact(path)
+    _validate_artifact(path, record["kind"])
     if as_json:
         print(json.dumps(record, indent=2, sort_keys=True))
         return
@@ -69,6 +83,32 @@ def inspect(path: Path = typer.Argument(..., help="A descriptor, operator or ban
                          title="bank entries")
 
 
+def _export_record(path: Path) -> dict | None:
+    """The provenance record of a model platonic exported (open_clip file, transformers directory), else None."""
+    from .models.hf_backend import PROVENANCE_FILE, is_transformers_export
+    from .storage import platonic_record
+
+    if path.is_dir():
+        return json.loads((path / PROVENANCE_FILE).read_text()) if is_transformers_export(path) else None
+    for key in ("platonic", "platonic_world"):
+        record = platonic_record(path, key) if path.is_file() else None
+        if record is not None and "format" not in record:
+            return record.get("provenance", record) if key == "platonic_world" else record
+    return None
+
+
+def _validate_artifact(path: Path, kind: str) -> None:
+    """Load the artifact with its kind's reader, which names what a malformed one lacks."""
+    from .bank import Operator, OperatorBank
+    from .descriptor import Descriptor
+    from .errors import ArtifactError
+
+    readers = {"descriptor": Descriptor.load, "operator": Operator.load, "bank": OperatorBank.load}
+    if kind not in readers:
+        raise ArtifactError(f"{path} holds a platonic {kind!r}, which this platonic does not know; upgrade platonic")
+    readers[kind](path)
+
+
 def _print_operators(metas, deltas, title: str) -> None:
     table = Table(title=title)
     for col in ("terms", "form", "shape", "norm", "residual", "mu_a", "mu_b"):
@@ -86,18 +126,26 @@ def _device_option():
 
 
 def parse_terms(text: str) -> dict[str, float]:
-    """ "eurosat:+1,dtd:-0.5" -> {"eurosat": 1.0, "dtd": -0.5}; a key may be "task@source"."""
-    from .errors import InvalidInputError
+    """ "eurosat:+1,dtd:-0.5" -> {"eurosat": 1.0, "dtd": -0.5}; a key may be "task@source".
 
+    A task named twice ("shapes:+1,shapes:-1") is refused: give it once, with the summed coefficient.
+    """
     terms: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.rpartition(":")
+        key = key.strip()
         if not sep or not key:
             raise InvalidInputError(f"term {part!r} is not TASK:COEFFICIENT (e.g. eurosat:+1)")
         try:
-            terms[key] = float(value)
+            coefficient = float(value)
         except ValueError:
             raise InvalidInputError(f"term {part!r}: coefficient {value!r} is not a number") from None
+        if coefficient != coefficient or coefficient in (float("inf"), float("-inf")):
+            raise InvalidInputError(f"term {part!r}: the coefficient must be a finite number")
+        if key in terms:
+            raise InvalidInputError(f"term {key!r} is given twice in --terms; give it once, with the summed coefficient "
+                                    f"(e.g. {key}:{terms[key] + coefficient:+g})")
+        terms[key] = coefficient
     if not terms:
         raise InvalidInputError("--terms is empty; give e.g. 'eurosat:+1,dtd:-1'")
     return terms
@@ -107,32 +155,73 @@ def load_probes(path: Path):
     """A folder of images (made canonical) or a .safetensors file holding a tensor named 'probes'."""
     from safetensors.torch import load_file
 
-    from .errors import InvalidInputError
+    from .errors import ArtifactError
     from .models.images import canonical_images
 
     if path.is_dir():
         return canonical_images(path)
     if path.is_file() and path.suffix == ".safetensors":
-        tensors = load_file(str(path))
+        try:
+            tensors = load_file(str(path))
+        except Exception as exc:  # noqa: BLE001 - safetensors raises several types for damaged files
+            raise ArtifactError(f"--probes {path} is not a readable safetensors file ({type(exc).__name__}); "
+                                "it may be truncated") from None
         if "probes" not in tensors:
             raise InvalidInputError(f"{path} holds no tensor named 'probes' (it has: {', '.join(tensors) or 'none'})")
         return tensors["probes"]
+    if not path.exists():
+        raise InvalidInputError(f"--probes {path} does not exist; give a folder of images or a .safetensors file")
     raise InvalidInputError(f"--probes {path}: give a folder of images or a .safetensors file with a 'probes' tensor")
 
 
 def read_prompts(prompts: Path | None, classes: str | None, template: str) -> list[str]:
-    from .errors import InvalidInputError
+    """The class prompts: a UTF-8 file (one per line), or --classes filled into --template's single `{}`."""
+    from .prompts import class_prompts, read_prompt_file
 
     if prompts is not None:
-        lines = [ln.strip() for ln in prompts.read_text().splitlines() if ln.strip()]
-        if not lines:
-            raise InvalidInputError(f"{prompts} holds no prompts (one per line)")
-        return lines
+        return read_prompt_file(prompts)
     if classes:
-        if "{}" not in template:
-            raise InvalidInputError(f"--template {template!r} has no '{{}}' where the class name goes")
-        return [template.format(c.strip()) for c in classes.split(",") if c.strip()]
+        made = class_prompts(template, classes.split(","))
+        if not made:
+            raise InvalidInputError("--classes names no class; give e.g. --classes cat,dog")
+        return made
     raise InvalidInputError("give the class prompts: --prompts FILE (one per line) or --classes a,b,c [--template ...]")
+
+
+def _input_paths(*items) -> list[Path]:
+    """Local paths among command inputs: files, folders, and the files model specs read."""
+    from .models import spec_files
+
+    out = []
+    for item in items:
+        if item is None:
+            continue
+        if isinstance(item, Path):
+            out.append(item)
+        elif isinstance(item, str):
+            out += spec_files(item) or ([Path(item)] if Path(item).exists() else [])
+    return out
+
+
+def _read_descriptors(files: list[Path]) -> list:
+    """Descriptor files, each once; two files with the same (task, source) are refused."""
+    from .descriptor import Descriptor
+    from .preflight import same_path
+
+    for i, a in enumerate(files):
+        for b in files[:i]:
+            if same_path(a, b):
+                raise InvalidInputError(f"descriptor file {a} is given twice; give each file once")
+    descriptors, seen = [], {}
+    for f in files:
+        d = Descriptor.load(f)
+        key = (d.task, d.provenance.source)
+        if key in seen:
+            raise InvalidInputError(f"{seen[key]} and {f} both hold task {d.task!r} from source {d.provenance.source!r}; "
+                                    "a bank keeps one operator per (source, task): give one of them")
+        seen[key] = f
+        descriptors.append(d)
+    return descriptors
 
 
 @app.command()
@@ -141,20 +230,39 @@ def measure(
     finetuned: str = typer.Option(..., "--finetuned", help="Fine-tune: model spec, .safetensors state dict, or LoRA adapter dir."),
     task: str = typer.Option(..., "--task", help="Task name stored in the descriptor."),
     probes: Path = typer.Option(..., "--probes", help="Folder of probe images, or .safetensors with a 'probes' tensor."),
-    prompts: Path = typer.Option(None, "--prompts", help="Text file, one class prompt per line."),
+    prompts: Path = typer.Option(None, "--prompts", help="UTF-8 text file, one class prompt per line."),
     classes: str = typer.Option(None, "--classes", help="Comma-separated class names (with --template)."),
-    template: str = typer.Option("a photo of a {}.", "--template", help="Prompt template for --classes."),
+    template: str = typer.Option("a photo of a {}.", "--template", help="Prompt template for --classes, with one {}."),
     output: Path = typer.Option(..., "-o", "--output", help="Descriptor file to write."),
     device: str = _device_option(),
-    batch_size: int = typer.Option(64, "--batch-size"),
+    batch_size: int = typer.Option(64, "--batch-size", min=1),
+    overwrite: bool = _overwrite_option(),
 ) -> None:
     """Measure the universal task descriptor of a fine-tune (N probes x M prompts)."""
+    from ._checks import as_device
     from .measurement import measure as measure_descriptor
+    from .measurement import require_finetune_exists
+    from .models import check_spec
+    from .preflight import check_cache_writable, check_output, refuse_output_among_inputs
+    from .storage import artifact_kind
 
     try:
-        desc = measure_descriptor(model, finetuned, load_probes(probes), read_prompts(prompts, classes, template), task,
-                                  batch_size=batch_size, device=device)
-        desc.save(output)
+        as_device(device)
+        check_spec(model)
+        texts = read_prompts(prompts, classes, template)
+        require_finetune_exists(finetuned)
+        refuse_output_among_inputs({"-o": output}, _input_paths(model, finetuned, probes, prompts))
+        check_output(output, lambda p: artifact_kind(p) == "descriptor", overwrite, "platonic descriptor file")
+        check_cache_writable()
+        canon = load_probes(probes)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ZeroDescriptorWarning)  # refused below, as an error
+            desc = measure_descriptor(model, finetuned, canon, texts, task, batch_size=batch_size, device=device)
+        if desc.norm() == 0:
+            raise InvalidInputError(f"the fine-tune {finetuned} changed nothing on these probes: the descriptor is all "
+                                    f"zeros, so an operator solved from it would be no edit; nothing was written. Check "
+                                    "that --finetuned is the fine-tuned model and not the pre-trained one")
+        desc.save(output, overwrite=overwrite)
     except PlatonicError as exc:
         _fail(exc)
     console.print(f"wrote {output}: {desc!r}")
@@ -169,22 +277,31 @@ def solve(
     mu_a: float = typer.Option(1e-2, "--mu-a", help="Relative ridge weight on the probe side."),
     mu_b: float = typer.Option(1e-6, "--mu-b", help="Relative ridge weight on the prompt side."),
     device: str = _device_option(),
+    overwrite: bool = _overwrite_option(),
 ) -> None:
     """Solve descriptors into an operator bank for a target model (any architecture)."""
-    from .descriptor import Descriptor
+    from ._checks import as_device
     from .hashing import tensor_digest
     from .measurement import canonical_probes
-    from .models import load_model
+    from .models import check_spec, load_model
+    from .preflight import check_cache_writable, check_output, refuse_output_among_inputs
+    from .storage import artifact_kind
     from .transfer import solve_bank
 
     try:
+        as_device(device)
+        check_spec(target)
+        refuse_output_among_inputs({"-o": output}, _input_paths(target, *descriptors, *probes))
+        check_output(output, lambda p: artifact_kind(p) == "bank", overwrite, "platonic bank file")
+        check_cache_writable()
+        loaded = _read_descriptors(list(descriptors))
         model = load_model(target, device=device)
         given = {}
         for p in probes:
             canon = canonical_probes(model, load_probes(p))
             given[tensor_digest(canon)] = canon
-        bank = solve_bank(model, [Descriptor.load(d) for d in descriptors], probes=given, mu_a=mu_a, mu_b=mu_b)
-        bank.save(output)
+        bank = solve_bank(model, loaded, probes=given, mu_a=mu_a, mu_b=mu_b)
+        bank.save(output, overwrite=overwrite)
     except PlatonicError as exc:
         _fail(exc)
     console.print(f"wrote {output}: {bank!r}")
@@ -203,11 +320,29 @@ def _adapter_dir_beside(output: Path) -> Path:
     return output.with_name(output.name.removesuffix(".safetensors") + ".adapter")
 
 
+def _exports_directory(target: str) -> bool:
+    """Whether the target's backend exports a directory (transformers) rather than one file."""
+    from .models import has_backend_prefix
+
+    return target.startswith("hf:") or (not has_backend_prefix(target) and Path(target).is_dir())
+
+
+def _check_export_output(target: str, output: Path, overwrite: bool) -> None:
+    from .preflight import check_output
+    from .transfer import is_model_export
+
+    if target.startswith("open_clip:") and output.suffix != ".safetensors":
+        raise InvalidInputError(f"open_clip loads safetensors checkpoints by their suffix; name the output *.safetensors "
+                                f"(got {output.name})")
+    check_output(output, is_model_export, overwrite, "platonic model export", directory=_exports_directory(target))
+
+
 @app.command()
 def apply(
     extra: list[Path] = typer.Argument(None, help="More descriptor files (adapter route), e.g. after --descriptors A.utd."),
     target: str = typer.Option(..., "--target", help="Target model spec (the bank's target)."),
-    terms: str = typer.Option(..., "--terms", help="Signed composition, e.g. 'eurosat:+1,dtd:-1' (task or task@source)."),
+    terms: str = typer.Option(..., "--terms", help="Signed composition, e.g. 'eurosat:+1,dtd:-1' (task or task@source), "
+                              "each task once."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the edited model in its own format."),
     route: str = typer.Option("closed_form", "--route", help="closed_form (fold bank operators into the last layer) or "
                               "adapter (fit a LoRA on the tower to the descriptors)."),
@@ -223,16 +358,19 @@ def apply(
     max_steps: int = typer.Option(540, "--max-steps", help="Step cap: 20 epochs over the probes, at most this many."),
     holdout: float = typer.Option(0.0, "--holdout", help="Fraction of probes held out to pick the best step (0: none)."),
     device: str = _device_option(),
+    overwrite: bool = _overwrite_option(),
 ) -> None:
     """Write a composition of skills into the target and export it natively.
 
     Closed form (default): fold bank entries into the target's last linear map. Adapter: fit a LoRA on
     the target's tower so its live descriptors match the terms (method §1.4); the peft adapter
-    directory is kept beside the export.
+    directory is kept beside the export. An existing output is replaced only when it is a previous
+    platonic export (or with --overwrite), by an atomic swap.
     """
+    from ._checks import as_device, as_finite_scalar
     from .bank import OperatorBank
-    from .errors import InvalidInputError
-    from .models import load_model
+    from .models import check_spec, load_model
+    from .preflight import check_cache_writable, check_output, refuse_output_among_inputs, same_path
     from .transfer import apply as apply_edit
     from .transfer import save_model
 
@@ -240,16 +378,22 @@ def apply(
         if route not in ROUTES:
             raise InvalidInputError(f"--route {route!r}: choose closed_form or adapter")
         parsed = parse_terms(terms)
-        model = load_model(target, device=device)
+        as_device(device)
+        check_spec(target)
+        inputs = _input_paths(target, bank, *descriptors, *(extra or []), *probes)
         if route == "closed_form":
             if bank is None:
                 raise InvalidInputError("the closed form needs --bank FILE (platonic solve writes one); "
                                         "or use --route adapter with --descriptors")
             if descriptors or extra:
                 raise InvalidInputError("descriptor files go with --route adapter; the closed form reads --bank")
-            used = default_alpha(parsed) if alpha is None else alpha
-            apply_edit(model, OperatorBank.load(bank), parsed, alpha=used)
-            path = save_model(model, output)
+            used = default_alpha(parsed) if alpha is None else as_finite_scalar("--alpha", alpha)
+            refuse_output_among_inputs({"-o": output}, inputs)
+            _check_export_output(target, output, overwrite)
+            loaded = OperatorBank.load(bank)
+            model = load_model(target, device=device)
+            apply_edit(model, loaded, parsed, alpha=used)
+            path = save_model(model, output, overwrite=overwrite)
             console.print(f"wrote {path}: {target} + ({terms}) at alpha = {used:g} (closed form)")
             return
         if alpha is not None:
@@ -260,21 +404,35 @@ def apply(
         if not files:
             raise InvalidInputError("the adapter route needs the descriptors: --descriptors A.utd [B.utd ...]")
         adapter_path = adapter_dir or _adapter_dir_beside(output)
-        _run_adapter(model, files, parsed, probes, adapter_path, output,
-                     dict(rank=rank, lora_alpha=2.0 * rank, lr=lr, max_steps=max_steps, holdout=holdout))
+        if same_path(adapter_path, output):
+            raise InvalidInputError(f"--adapter-dir {adapter_path} is the export's own path; give another directory")
+        refuse_output_among_inputs({"-o": output, "--adapter-dir": adapter_path}, inputs)
+        _check_export_output(target, output, overwrite)
+        from .adapter import is_adapter_directory
+
+        check_output(adapter_path, is_adapter_directory, False, "platonic adapter directory (choose another "
+                     "--adapter-dir)", directory=True)
+        check_cache_writable()
+        loaded = _read_descriptors(files)
+        config_options = dict(rank=rank, lora_alpha=2.0 * rank, lr=lr, max_steps=max_steps, holdout=holdout)
+        from .adapter import adapt_config_from
+
+        adapt_config_from(config_options)  # a bad setting is refused before the model loads
+        model = load_model(target, device=device)
+        _run_adapter(model, loaded, parsed, probes, adapter_path, output, config_options, overwrite)
     except PlatonicError as exc:
         _fail(exc)
 
 
-def _run_adapter(model, files, terms, probes, adapter_path: Path, output: Path, options: dict) -> None:
+def _run_adapter(model, descriptors, terms, probes, adapter_path: Path, output: Path, options: dict,
+                 overwrite: bool = False) -> None:
     from .adapter import adapt, adapt_config_from, select_terms
-    from .descriptor import Descriptor
     from .hashing import tensor_digest
     from .measurement import canonical_probes
     from .transfer import save_model
 
     config = adapt_config_from(options)
-    chosen = select_terms([Descriptor.load(f) for f in files], terms)
+    chosen = select_terms(descriptors, terms)
     given = {}
     for p in probes:
         canon = canonical_probes(model, load_probes(p))
@@ -282,7 +440,7 @@ def _run_adapter(model, files, terms, probes, adapter_path: Path, output: Path, 
     adapter = adapt(model, chosen, config=config, probes=given)
     adapter.save(adapter_path)
     adapter.merge_into(model)
-    path = save_model(model, output, {"adapter_dir": str(adapter_path)})
+    path = save_model(model, output, {"adapter_dir": str(adapter_path)}, overwrite=overwrite)
     residuals = ", ".join(f"{k} {v:.3f}" for k, v in adapter.report["relative_residual"].items())
     console.print(f"fitted {adapter!r} in {adapter.report['steps']} steps; relative residual: {residuals}")
     console.print(f"wrote {adapter_path} (peft adapter) and {path}: {model.spec} + ({', '.join(terms)}) by the adapter route")
@@ -294,15 +452,14 @@ SETUPS = {  # name -> "module:function" returning an ExperimentSetup (imported o
 }
 
 
-def load_setup(name: str, models=(), tasks=(), controls=(), sources=(), device: str = "cpu"):
+def load_setup(name: str, models=(), tasks=(), controls=(), sources=(), device: str = "cpu", names=None):
     """A built-in setup (world, toy), a YAML setup file, or one made of command-line options.
 
     Options (NAME=VALUE strings) are added to a YAML file's setup; with the default setup (world)
-    they make a setup of their own.
+    they make a setup of their own. With `names` (the experiments to run), a YAML or option setup that
+    cannot run one of them (generalization without a related group) is refused before any model loads.
     """
     import importlib
-
-    from .errors import InvalidInputError
 
     own = any((models, tasks, controls, sources))
     if name in SETUPS and not own:
@@ -318,6 +475,10 @@ def load_setup(name: str, models=(), tasks=(), controls=(), sources=(), device: 
     config = read_config(Path(name)) if name not in SETUPS else None
     if own:
         config = config_from_options(list(models), list(tasks), list(controls), list(sources), config)
+    if names is not None:
+        from .experiments.protocols import check_experiments
+
+        check_experiments(names, related_group=config.related_group, held_out=config.held_out)
     return config_setup(config, device=device)
 
 
@@ -342,22 +503,27 @@ def experiment(
     """Run the paper's experiment protocols and write results.json, tables.md and plots.
 
     On the embedded world by default; on your own models with a YAML setup (--setup FILE.yaml) or with
-    --model / --task / --source / --control (added to the YAML's when both are given).
+    --model / --task / --source / --control (added to the YAML's when both are given). The run
+    directory must be new, empty, or an earlier run's (whose results and plots are replaced).
     """
-    from .experiments import PROTOCOLS, run_experiments
-    from .errors import InvalidInputError
+    from ._checks import as_device
+    from .experiments import run_experiments
+    from .experiments.protocols import check_experiments
+    from .experiments.report import check_run_directory
+    from .preflight import check_cache_writable
 
     try:
-        unknown = [n for n in names if n not in PROTOCOLS]
-        if unknown:
-            raise InvalidInputError(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(PROTOCOLS)}")
+        check_experiments(names)
         if adapter_cells < 0:
             raise InvalidInputError("--adapter-cells must be 0 (off) or a positive number of cells")
         from .adapter import adapt_config_from
 
         options = {"lr": adapter_lr, "max_steps": adapter_max_steps, "holdout": adapter_holdout}
         config = adapt_config_from({k: v for k, v in options.items() if v is not None})
-        run_experiments(load_setup(setup, model, task, control, source, device), names, output, plots=plots,
+        as_device(device)
+        check_run_directory(output)
+        check_cache_writable()
+        run_experiments(load_setup(setup, model, task, control, source, device, names=names), names, output, plots=plots,
                         adapter_cells=adapter_cells, adapter_config=config)
     except PlatonicError as exc:
         _fail(exc)
@@ -370,12 +536,14 @@ def report(directory: Path = typer.Argument(..., help="A run directory holding r
            plots: bool = typer.Option(True, help="Re-draw the PNG plots too.")) -> None:
     """Re-render a run's tables (and plots) from its results.json."""
     from .experiments.report import load_results, write_run
+    from .preflight import check_writable_directory
 
     try:
         results = load_results(directory)
-    except (OSError, ValueError) as exc:
+        check_writable_directory(directory, f"the report into {directory}")
+        write_run(directory, results, plots=plots)
+    except PlatonicError as exc:
         _fail(exc)
-    write_run(directory, results, plots=plots)
     console.print((directory / "tables.md").read_text())
 
 
@@ -392,9 +560,15 @@ def demo(
     Builds the world first if it is not cached (profile from $PLATONIC_WORLD_PROFILE, default full).
     """
     from .experiments import run_experiments
+    from .experiments.report import check_run_directory
+    from .preflight import check_cache_writable
 
-    console.print(f"[bold]platonic demo[/]: {', '.join(DEMO_EXPERIMENTS)} on the {setup} setup")
     try:
+        if setup not in SETUPS:
+            raise InvalidInputError(f"--setup {setup!r}: the demo runs on world or toy (your own models: platonic experiment)")
+        check_run_directory(output)
+        check_cache_writable()
+        console.print(f"[bold]platonic demo[/]: {', '.join(DEMO_EXPERIMENTS)} on the {setup} setup")
         run_experiments(load_setup(setup), list(DEMO_EXPERIMENTS), output)
     except PlatonicError as exc:
         _fail(exc)

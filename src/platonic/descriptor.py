@@ -296,11 +296,14 @@ class Descriptor:
         return mean(descriptors)
 
     # -- storage --------------------------------------------------------------------------------
-    def save(self, path) -> None:
-        """Write to a safetensors file with the grid and provenance in its metadata (atomic)."""
+    def save(self, path, overwrite: bool = False) -> None:
+        """Write to a safetensors file with the grid and provenance in its metadata (atomic).
+
+        An existing file is replaced only when it is a descriptor, or with `overwrite`.
+        """
         from .storage import save_descriptor
 
-        save_descriptor(self, path)
+        save_descriptor(self, path, overwrite=overwrite)
 
     @classmethod
     def load(cls, path) -> "Descriptor":

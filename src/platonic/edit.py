@@ -264,13 +264,44 @@ class FoldRecord:
     original: dict[str, torch.Tensor]
 
 
+MAX_RELATIVE_CHANGE = 1e3  # ||W' - W|| / ||W|| of a fold; beyond it the edit swamps the weights it edits
+
+
 def fold(site: EditSite, operator: Operator, alpha: float = 0.5) -> FoldRecord:
-    """Fold `operator` into `site` at strength `alpha`, in place; returns a record for `unfold`."""
+    """Fold `operator` into `site` at strength `alpha`, in place; returns a record for `unfold`.
+
+    The folded weights are checked: a result that is not finite (inf / NaN), or that changes the site's
+    weights by more than MAX_RELATIVE_CHANGE (1e3) times their norm (alpha = 1e30, say), is refused
+    and the weights are restored.
+    """
     alpha = as_finite_scalar("alpha", alpha)
     delta = site.check(operator)
     original = {name: t.detach().clone() for name, t in site.tensors().items()}
     site._apply(delta, alpha)
+    problem = _fold_problem(original, site.tensors())
+    if problem:
+        with torch.no_grad():
+            for name, live in site.tensors().items():
+                live.copy_(original[name])
+        raise EditSiteError(f"folding {operator.label} at alpha = {alpha:g} {problem}; the weights were restored. "
+                            "Use a strength and coefficients of the paper's order (alpha 0.5 or 1, coefficients +-1)")
     return FoldRecord(site=site, operator=operator, alpha=alpha, original=original)
+
+
+def _fold_problem(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> str | None:
+    """Why folded weights are unusable (non-finite, or changed out of all proportion), or None."""
+    change = base = 0.0
+    for name, new in after.items():
+        new = new.detach()
+        if not torch.isfinite(new).all():
+            return f"gives non-finite weights in {name!r} (inf or NaN)"
+        old = before[name].double()
+        change += float((new.double() - old).norm()) ** 2
+        base += float(old.norm()) ** 2
+    ratio = (change ** 0.5) / max(base ** 0.5, 1e-30)
+    if ratio > MAX_RELATIVE_CHANGE:
+        return f"changes the edited weights by {ratio:.3g} times their norm (more than {MAX_RELATIVE_CHANGE:g})"
+    return None
 
 
 @torch.no_grad()

@@ -25,3 +25,7 @@ class FingerprintMismatchError(PlatonicError, ValueError):
 
 class EditSiteError(PlatonicError, ValueError):
     """An operator does not fit the edit site it is folded into (form or shape)."""
+
+
+class ZeroDescriptorWarning(UserWarning):
+    """A fine-tune changed nothing on the probes: its descriptor is all zeros (an operator from it is no edit)."""

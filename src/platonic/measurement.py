@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -21,9 +22,9 @@ from safetensors.torch import load_file, save_file
 
 from .descriptor import Descriptor, ProbeGrid, Provenance
 from .edit import HeadAffineSite
-from .errors import InvalidInputError
+from .errors import ArtifactError, InvalidInputError, ZeroDescriptorWarning
 from .hashing import tensor_digest
-from .models import DualEncoder, ProbeEmbeddings, load_model
+from .models import DualEncoder, ProbeEmbeddings, has_backend_prefix, load_model
 from .paths import cache_dir
 from .solve import head_design_matrix
 from .storage import atomic_write
@@ -98,16 +99,33 @@ def load_finetuned(pre: DualEncoder, finetuned) -> DualEncoder:
         return _with_state_dict(pre, path)
     if path.is_dir() and (path / "adapter_config.json").exists():
         return _with_lora_adapter(pre, path)
-    if isinstance(finetuned, str) and not path.exists():
+    if isinstance(finetuned, str) and (has_backend_prefix(finetuned) or (path.is_dir() and (path / "config.json").is_file())):
         return load_model(finetuned, device=pre.device)
+    require_finetune_exists(finetuned)
     raise InvalidInputError(
         f"cannot read the fine-tune {finetuned!r}: give a model spec, a .safetensors state dict (full or "
         "partial), or a peft LoRA adapter directory (with adapter_config.json)"
     )
 
 
+def require_finetune_exists(finetuned) -> None:
+    """Raise when `finetuned` names a file or folder that does not exist (model specs and models pass)."""
+    if isinstance(finetuned, DualEncoder) or has_backend_prefix(finetuned) or Path(str(finetuned)).exists():
+        return
+    raise InvalidInputError(
+        f"the fine-tune {str(finetuned)!r} does not exist (no such file or directory); give a .safetensors state "
+        "dict (full or partial), a peft LoRA adapter directory (with adapter_config.json), or a model spec"
+    )
+
+
 def _with_state_dict(pre: DualEncoder, path: Path) -> DualEncoder:
-    state = load_file(str(path))
+    try:
+        state = load_file(str(path))
+    except Exception as exc:  # noqa: BLE001 - safetensors raises several types for damaged files
+        raise ArtifactError(f"{path} is not a readable safetensors state dict ({type(exc).__name__}: {exc}); "
+                            "it may be truncated — save the fine-tune again") from None
+    if not state:
+        raise InvalidInputError(f"{path} holds no tensors: a fine-tune state dict needs the weights it changed")
     ft = pre.copy_for_new_weights()
     own = ft.module.state_dict()
     unknown = [k for k in state if k not in own]
@@ -124,21 +142,41 @@ def _with_state_dict(pre: DualEncoder, path: Path) -> DualEncoder:
     return ft
 
 
-def _with_lora_adapter(pre: DualEncoder, path: Path) -> DualEncoder:
-    """Merge a peft LoRA adapter trained on the model's tower (or on the whole model) into a copy."""
-    from peft import PeftConfig, get_peft_model, set_peft_model_state_dict
-    from peft.utils import load_peft_weights
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
-    config = PeftConfig.from_pretrained(str(path))
-    weights = load_peft_weights(str(path))
+
+def _with_lora_adapter(pre: DualEncoder, path: Path) -> DualEncoder:
+    """Merge a peft LoRA adapter trained on the model's tower (or on the whole model) into a copy.
+
+    Reads adapter_config.json and adapter_model.safetensors only (never a pickled adapter_model.bin).
+    """
+    from peft import PeftConfig, get_peft_model, set_peft_model_state_dict
+    from safetensors import safe_open
+
+    try:
+        config = PeftConfig.from_pretrained(str(path))
+    except Exception as exc:  # noqa: BLE001 - peft raises JSON, type and value errors for a bad config
+        raise ArtifactError(f"{path}/adapter_config.json is not a valid peft adapter config ({type(exc).__name__}: "
+                            f"{exc}); save the adapter again with peft's save_pretrained") from None
+    if not (path / ADAPTER_WEIGHTS).is_file():
+        raise ArtifactError(f"{path} has no {ADAPTER_WEIGHTS}; platonic reads adapter weights from safetensors only "
+                            "(save with save_pretrained(..., safe_serialization=True))")
+    try:
+        with safe_open(str(path / ADAPTER_WEIGHTS), framework="pt") as f:
+            weights = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as exc:  # noqa: BLE001
+        raise ArtifactError(f"{path / ADAPTER_WEIGHTS} cannot be read ({type(exc).__name__}: {exc}); it may be truncated") from None
     for attach in ("tower", "module"):
         ft = pre.copy_for_new_weights()
         root = getattr(ft, attach)
         try:
             peft_model = get_peft_model(root, copy.deepcopy(config))
-        except ValueError:
+        except (ValueError, TypeError, KeyError):
             continue  # target modules not found under this root
-        result = set_peft_model_state_dict(peft_model, weights)
+        try:
+            result = set_peft_model_state_dict(peft_model, weights)
+        except RuntimeError:
+            continue  # shapes of another architecture
         if not result.unexpected_keys:
             peft_model.merge_and_unload()  # merges into `root` in place
             return ft
@@ -162,7 +200,12 @@ def measure(pre, finetuned, probes, prompts: Sequence[str], task: str, *, cache:
     z_ft = cache.probes(ft_model, canon, batch_size, progress).z
     g = cache.texts(pre_model, grid.prompts)
     source = Provenance(source=pre_model.spec, finetune=str(finetuned if not isinstance(finetuned, DualEncoder) else finetuned.spec))
-    return Descriptor.from_embeddings(z_pre, z_ft, g, grid, source)
+    descriptor = Descriptor.from_embeddings(z_pre, z_ft, g, grid, source)
+    if descriptor.norm() == 0:
+        warnings.warn(f"the fine-tune {source.finetune} changed nothing on these probes: the descriptor of {task!r} is "
+                      "all zeros, so an operator solved from it is zero (no edit). Check that it is the fine-tuned "
+                      "model and not the pre-trained one", ZeroDescriptorWarning, stacklevel=2)
+    return descriptor
 
 
 def target_grid(model: DualEncoder, probes, prompts: Sequence[str], *, cache: EmbeddingCache | None = None,

@@ -16,6 +16,12 @@ def cache_root() -> Path:
 
 def cache_dir(*parts: str) -> Path:
     """A sub-directory of the cache root, created on demand."""
+    from .errors import ArtifactError
+
     path = cache_root().joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ArtifactError(f"cannot create the cache folder {path} ({exc.strerror}); set PLATONIC_CACHE to a "
+                            "writable folder") from None
     return path

@@ -3,7 +3,11 @@
 Every platonic file is a safetensors file whose header metadata has one key, "platonic", holding
 JSON: {"format": "platonic", "format_version": 1, "kind": "descriptor" | "operator" | "bank", ...}.
 Writes go to a temporary file in the target directory and are renamed into place, so a reader sees
-either the old file or the whole new one. Loading reads tensors and JSON only; it executes no code.
+either the old file or the whole new one; an existing file is replaced only when it is a previous
+artifact of the same kind (or with overwrite=True). Temporaries are named .NAME.PID.RANDOM.tmp: a
+failed write removes its own, and the next write to the same path removes those of killed writers.
+Files and directories get the modes the umask asks for. Loading reads tensors and JSON only; it
+executes no code.
 """
 
 from __future__ import annotations
@@ -18,25 +22,129 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .errors import ArtifactError
+from .errors import ArtifactError, InvalidInputError
 
 FORMAT_NAME = "platonic"
 FORMAT_VERSION = 1
 KINDS = ("descriptor", "operator", "bank")
 
 
-def atomic_write(path, write) -> Path:
-    """Call write(tmp_path) on a temporary file next to `path`, then rename it to `path`."""
+def current_umask() -> int:
+    """The process's umask (read from /proc where it can be, so that nothing is changed meanwhile)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _respect_umask(path: Path) -> None:
+    """mkstemp / mkdtemp create 0600 files and 0700 directories: give `path` the mode the umask asks for."""
+    base = 0o777 if path.is_dir() else 0o666
+    os.chmod(path, base & ~current_umask())
+
+
+def _parent(path: Path) -> Path:
+    return path.parent if str(path.parent) else Path(".")
+
+
+def _temp_prefix(path: Path) -> str:
+    """Temporaries beside `path` are named .NAME.PID.RANDOM.{tmp,old}: the pid says whether a writer lives."""
+    return f".{path.name}.{os.getpid()}."
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def clean_stale_temporaries(path) -> list[Path]:
+    """Remove what interrupted writes to `path` left beside it; returns what was removed or restored.
+
+    A temporary `.NAME.PID.RANDOM.tmp` (a half-written file or directory) is deleted once its writer PID
+    no longer runs. A `.NAME.PID.RANDOM.old` (a previous directory moved aside during a swap, on a file
+    system that cannot exchange two paths atomically) is renamed back to `path` when `path` is missing,
+    and deleted otherwise. Temporaries of live writers are left alone.
+    """
+    path = Path(path)
+    parent = _parent(path)
+    prefix = f".{path.name}."
+    found = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return found
+    for name in names:
+        if not name.startswith(prefix) or not name.endswith((".tmp", ".old")):
+            continue
+        pid = name[len(prefix):].split(".", 1)[0]
+        if not pid.isdigit() or _pid_alive(int(pid)):
+            continue
+        stale = parent / name
+        if name.endswith(".old") and not (path.exists() or path.is_symlink()):
+            os.replace(stale, path)
+        else:
+            _remove(stale)
+        found.append(stale)
+    return found
+
+
+def refuse_existing(path: Path, replaceable, overwrite: bool, what: str) -> None:
+    """Raise ArtifactError when `path` exists, `replaceable(path)` is false and `overwrite` is not given."""
+    path = Path(path)
+    exists = path.exists() or path.is_symlink()
+    if exists and not overwrite and not (replaceable is None or replaceable(path)):
+        raise ArtifactError(f"{path} exists and is not a previous {what}; choose a new path, remove it, "
+                            "or pass --overwrite (overwrite=True) to replace it")
+
+
+def _refuse_working_directory(path: Path) -> None:
+    resolved, cwd = path.resolve(), Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        raise ArtifactError(f"{path} is the working directory or contains it, and a write would replace it; "
+                            "give a new directory name, e.g. -o edited/")
+
+
+def atomic_write(path, write, replaceable=None, overwrite: bool = False, what: str = "file of this kind") -> Path:
+    """Call write(tmp_path) on a temporary file next to `path`, then rename it to `path`.
+
+    With `replaceable` (a predicate), an existing `path` is replaced only when `replaceable(path)` holds
+    or `overwrite` is true; without it, any existing file is replaced (caches). The temporary is
+    removed when `write` fails, and temporaries that an interrupted (killed) earlier write to the same
+    path left behind are removed first. The file gets the mode the umask asks for.
+    """
     path = Path(path)
     if path.is_dir():
         raise ArtifactError(f"{path} is a directory; give a file name to write to")
-    parent = path.parent if str(path.parent) else Path(".")
+    parent = _parent(path)
     if not parent.exists():
         raise ArtifactError(f"cannot write {path}: directory {parent} does not exist; create it first")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    refuse_existing(path, replaceable, overwrite, what)
+    clean_stale_temporaries(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise ArtifactError(f"cannot write {path}: {exc.strerror} in {parent}; choose a writable directory") from None
     os.close(fd)
     try:
         write(tmp)
+        _respect_umask(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -45,46 +153,112 @@ def atomic_write(path, write) -> Path:
     return path
 
 
-def atomic_directory(path, write, replaceable) -> Path:
-    """Fill a temporary directory beside `path` with write(tmp_dir), then rename it into place.
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_renameat2 = None
+
+
+def exchange_paths(a, b) -> bool:
+    """Swap two existing paths in one atomic step (Linux renameat2 RENAME_EXCHANGE).
+
+    Returns False where the system or file system cannot (then nothing was changed).
+    """
+    global _renameat2
+    import ctypes
+    import errno
+
+    if _renameat2 is None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            _renameat2 = libc.renameat2
+        except (OSError, AttributeError):
+            _renameat2 = False
+    if _renameat2 is False:
+        return False
+    rc = _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def atomic_directory(path, write, replaceable, overwrite: bool = False, what: str = "output of this kind") -> Path:
+    """Fill a temporary directory beside `path` with write(tmp_dir), then put it in place.
 
     An existing `path` is replaced only when `replaceable(path)` says it is a previous artifact of the
-    same kind; it is swapped (old renamed aside, new renamed in, old deleted), so a reader, or a kill
-    at any moment, finds the old or the new directory, never neither. Anything else is refused.
+    same kind, or `overwrite` is true; anything else is refused, as is the working directory (or one
+    that contains it). The new directory is swapped in: in one atomic exchange where the file system
+    can (Linux renameat2), so a reader, or a kill at any moment, finds the old or the new directory at
+    `path`, never neither; elsewhere the old one is renamed aside first and, after a kill in between,
+    renamed back by the next write to `path` (`clean_stale_temporaries`). The old one is then deleted.
     """
     path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
+    parent = _parent(path)
     if not parent.is_dir():
         raise ArtifactError(f"cannot write {path}: directory {parent} does not exist; create it first")
-    if path.exists() and not (path.is_dir() and replaceable(path)):
-        raise ArtifactError(f"{path} exists and is not a previous output of this kind; choose a new path or remove it")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent))
+    _refuse_working_directory(path)
+    refuse_existing(path, lambda p: p.is_dir() and replaceable(p), overwrite, what)
+    clean_stale_temporaries(path)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".tmp", dir=parent))
+    except OSError as exc:
+        raise ArtifactError(f"cannot write {path}: {exc.strerror} in {parent}; choose a writable directory") from None
     old = None
     try:
         write(tmp)
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=parent))
+        _respect_umask(tmp)
+        if not (path.exists() or path.is_symlink()):
+            os.rename(tmp, path)
+        elif exchange_paths(tmp, path):
+            _remove(tmp)  # it now holds the old directory
+        else:
+            old = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".old", dir=parent))
             os.rmdir(old)
-            os.replace(path, old)
-        os.replace(tmp, path)
+            os.rename(path, old)
+            os.rename(tmp, path)
+            _remove(old)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and old.exists() and not path.exists():
-            os.replace(old, path)
+        if tmp.exists() or tmp.is_symlink():
+            _remove(tmp)
+        if old is not None and (old.exists() or old.is_symlink()) and not path.exists():
+            os.rename(old, path)
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
     return path
 
 
-def write_artifact(path, kind: str, tensors: dict[str, torch.Tensor], meta: dict) -> Path:
-    """Atomically write `tensors` and JSON-serialisable `meta` as a platonic artifact of `kind`."""
+def write_artifact(path, kind: str, tensors: dict[str, torch.Tensor], meta: dict, overwrite: bool = False) -> Path:
+    """Atomically write `tensors` and JSON-serialisable `meta` as a platonic artifact of `kind`.
+
+    An existing file at `path` is replaced only when it is a platonic artifact of the same kind (a
+    previous descriptor, operator or bank), or with `overwrite`.
+    """
     if kind not in KINDS:
-        raise ValueError(f"unknown artifact kind {kind!r}")
+        raise InvalidInputError(f"unknown artifact kind {kind!r}; one of {', '.join(KINDS)}")
     record = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "kind": kind, **meta}
     metadata = {FORMAT_NAME: json.dumps(record, sort_keys=True)}
     payload = {name: t.detach().cpu().contiguous() for name, t in tensors.items()}
-    return atomic_write(path, lambda tmp: save_file(payload, tmp, metadata=metadata))
+    return atomic_write(path, lambda tmp: save_file(payload, tmp, metadata=metadata),
+                        replaceable=lambda p: artifact_kind(p) == kind, overwrite=overwrite, what=f"platonic {kind} file")
+
+
+def platonic_record(path, key: str = FORMAT_NAME) -> dict | None:
+    """The JSON record under metadata `key` of a safetensors file, or None (not such a file, unreadable)."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            raw = (f.metadata() or {}).get(key)
+        record = json.loads(raw) if raw is not None else None
+    except Exception:  # noqa: BLE001 - anything unreadable is simply not a platonic file
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def artifact_kind(path) -> str | None:
+    """"descriptor", "operator" or "bank" for a platonic artifact file, else None."""
+    path = Path(path)
+    record = platonic_record(path) if path.is_file() else None
+    return record.get("kind") if record and record.get("format") == FORMAT_NAME else None
 
 
 def read_header(path) -> dict:
@@ -112,6 +286,13 @@ def read_header(path) -> dict:
         record = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"{path}: its platonic metadata is not valid JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise ArtifactError(f"{path}: its platonic metadata is not a JSON object; re-create the file with platonic")
+    if record.get("format") != FORMAT_NAME and "arch" in record:
+        raise ArtifactError(
+            f"{path} is a model checkpoint exported by platonic (open_clip {record['arch']}), not a descriptor, "
+            f"operator or bank; load it as open_clip:{record['arch']}@{path}"
+        )
     version = record.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise ArtifactError(
@@ -143,9 +324,9 @@ def require_keys(path, record: dict, tensors: dict, tensor_names=(), meta_keys=(
 
 # -- descriptors ---------------------------------------------------------------------------------
 
-def save_descriptor(descriptor, path) -> Path:
+def save_descriptor(descriptor, path, overwrite: bool = False) -> Path:
     meta = {"grid": descriptor.grid.to_json(), "provenance": descriptor.provenance.to_json()}
-    return write_artifact(path, "descriptor", {"matrix": descriptor.matrix}, meta)
+    return write_artifact(path, "descriptor", {"matrix": descriptor.matrix}, meta, overwrite=overwrite)
 
 
 def load_descriptor(path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable, Mapping
 
 import torch
@@ -15,6 +16,7 @@ from .measurement import EmbeddingCache, ProbeStore, target_grid
 from .models import DualEncoder, load_model
 from .progress import track
 from .solve import DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver
+from .storage import platonic_record, refuse_existing
 
 
 def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str, torch.Tensor] | None = None,
@@ -71,7 +73,28 @@ def apply(model: DualEncoder, edit: Operator | OperatorBank, terms: Mapping | No
     return record
 
 
-def save_model(model: DualEncoder, path, provenance: dict | None = None):
-    """Write `model` in its own library's format, with the record of its platonic edits."""
+def save_model(model: DualEncoder, path, provenance: dict | None = None, overwrite: bool = False):
+    """Write `model` in its own library's format, with the record of its platonic edits.
+
+    An existing `path` is replaced only when it is a previous platonic export of the same kind (an
+    open_clip checkpoint, a transformers directory, ...), or with `overwrite`.
+    """
+    import inspect
+
     record = {"platonic_version": __version__, "edits": list(getattr(model, "edits", [])), **(provenance or {})}
+    if "overwrite" in inspect.signature(model.save).parameters:
+        return model.save(path, record, overwrite=overwrite)
+    refuse_existing(Path(path), is_model_export, overwrite, "platonic model export")  # backends that do not check
     return model.save(path, record)
+
+
+def is_model_export(path) -> bool:
+    """True for a model platonic exported: a safetensors file with platonic metadata that records edits,
+    or a transformers directory with platonic_provenance.json."""
+    path = Path(path)
+    if path.is_dir():
+        from .models.hf_backend import is_transformers_export
+
+        return is_transformers_export(path)
+    return any(record is not None and "format" not in record for record in
+               (platonic_record(path), platonic_record(path, "platonic_world")))

@@ -32,7 +32,20 @@ class BPETokenizer:
         return {"input_ids": ids, "attention_mask": (ids != 0).long()}
 
 
-def tiny_hf(kind: str):
+def clip_tokenizer():
+    """A transformers CLIPTokenizer (savable, like a hub model's) built from open_clip's bundled BPE vocabulary."""
+    import gzip
+
+    from open_clip.tokenizer import SimpleTokenizer, default_bpe
+    from transformers import CLIPTokenizer
+
+    vocab = dict(SimpleTokenizer().encoder)
+    vocab["<|startoftext|>"], vocab["<|endoftext|>"] = vocab.pop("<start_of_text>"), vocab.pop("<end_of_text>")
+    merges = gzip.open(default_bpe()).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
+    return CLIPTokenizer(vocab=vocab, merges=[tuple(m.split()) for m in merges])
+
+
+def tiny_hf(kind: str, tokenizer=None):
     from transformers import ClapConfig, CLIPConfig, Siglip2Config, SiglipConfig
 
     configs = {
@@ -44,7 +57,7 @@ def tiny_hf(kind: str):
                                    audio_config=dict(depths=[1, 1], num_attention_heads=[2, 2], patch_embeds_hidden_size=16,
                                                      hidden_size=32), projection_dim=24),
     }
-    return from_config(configs[kind](), spec=f"hf:tiny-{kind}", tokenizer=BPETokenizer())
+    return from_config(configs[kind](), spec=f"hf:tiny-{kind}", tokenizer=tokenizer or BPETokenizer())
 
 
 _MODELS = {}

@@ -1,5 +1,7 @@
 """The tiny world, built once per test session into a temporary cache."""
 
+import contextlib
+import io
 import os
 import time
 
@@ -16,13 +18,17 @@ def tiny_world(tmp_path_factory):
         pytest.skip(str(exc))
     root = tmp_path_factory.mktemp("platonic-cache")
     old = {k: os.environ.get(k) for k in ("PLATONIC_CACHE", "PLATONIC_WORLD_PROFILE", "PLATONIC_QUIET")}
-    os.environ.update(PLATONIC_CACHE=str(root), PLATONIC_WORLD_PROFILE="tiny", PLATONIC_QUIET="1")
+    os.environ.update(PLATONIC_CACHE=str(root), PLATONIC_WORLD_PROFILE="tiny")
+    os.environ.pop("PLATONIC_QUIET", None)  # the build reports progress, into a log (not a terminal) kept here
     from platonic.world.build import ensure_world
 
+    log = io.StringIO()
     t0 = time.perf_counter()
-    path = ensure_world("tiny", seed=0, progress=False)
+    with contextlib.redirect_stdout(log):
+        path = ensure_world("tiny", seed=0, progress=True)
     seconds = time.perf_counter() - t0
-    yield {"path": path, "root": root, "seconds": seconds}
+    os.environ["PLATONIC_QUIET"] = "1"
+    yield {"path": path, "root": root, "seconds": seconds, "log": log.getvalue()}
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)

@@ -1,5 +1,6 @@
 """The builder: cache layout, versioning, report, provenance, determinism, CLI."""
 
+import io
 import json
 import shutil
 
@@ -23,6 +24,15 @@ def test_world_dir_is_versioned_by_recipe():
     a = wb.world_dir("tiny", 0)
     assert f"v{wb.WORLD_VERSION}" in a.name and "tiny" in a.name
     assert wb.world_dir("tiny", 1) != a and wb.world_dir("full", 0) != a
+
+
+def test_world_build_prints_one_line_per_job_when_not_on_a_terminal(tiny_world):
+    jobs = len(MODEL_NAMES) * (2 + len(TASK_NAMES))
+    lines = [ln for ln in tiny_world["log"].splitlines() if ln.startswith("building world (tiny): ")]
+    counted = [ln for ln in lines if " jobs (" in ln]
+    assert [ln.split(": ", 1)[1].split(" ", 1)[0] for ln in counted] == [f"{k}/{jobs}" for k in range(1, jobs + 1)]
+    assert counted[0].split(", ")[1].startswith("pre-training ") and counted[-1].split(", ")[1].startswith("evaluating ")
+    assert lines[-1].startswith("building world (tiny): complete")
 
 
 def test_build_writes_every_artifact_and_report(tiny_world):
@@ -85,3 +95,37 @@ def test_cli_build_uses_cache(tiny_world):
     assert str(tiny_world["path"]) in result.output and ("PASS" in result.output or "FAIL" in result.output)
     bad = CliRunner().invoke(world_app, ["build", "--profile", "huge"])
     assert bad.exit_code != 0
+
+
+def test_line_progress_prints_one_line_per_step_off_a_terminal(monkeypatch):
+    from platonic.progress import LineProgress
+
+    monkeypatch.delenv("PLATONIC_QUIET", raising=False)
+    log = io.StringIO()
+    bar = LineProgress(3, "building world (tiny)", stream=log)
+    for what in ("pre-training a", "fine-tuning a/x", "evaluating a"):
+        bar.step(what)
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 3 and lines[-1].startswith("building world (tiny): 3/3 jobs (100%), evaluating a done")
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Terminal()
+    LineProgress(3, "x", stream=tty).step("a")  # a rich bar shows it there
+    quiet = io.StringIO()
+    monkeypatch.setenv("PLATONIC_QUIET", "1")
+    LineProgress(3, "x", stream=quiet).step("a")
+    assert tty.getvalue() == "" and quiet.getvalue() == ""
+
+
+def test_world_profile_errors_derive_from_platonic_error(monkeypatch):
+    from platonic import PlatonicError
+    from platonic.world.build import default_profile, world_dir
+
+    with pytest.raises(PlatonicError, match="unknown world profile 'nosuch'"):
+        world_dir("nosuch")
+    monkeypatch.setenv("PLATONIC_WORLD_PROFILE", "nosuch")
+    with pytest.raises(PlatonicError, match="PLATONIC_WORLD_PROFILE"):
+        default_profile()

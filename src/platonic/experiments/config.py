@@ -17,13 +17,16 @@
     held_out: aircraft                        #   and its held-out related task
     probes_per_class: 30                      # probes: 30 per class from train, seed 42 (method.md §1.6)
 
-Relative paths are read from the YAML file's folder. Class names come from the class folders
+Relative paths are read from the YAML file's folder: data folders, source files and the local paths in
+model specs (open_clip:ARCH@FILE, a transformers directory); every one of them is checked before any
+model loads. Class names come from the class folders
 (underscores read as spaces) unless `classes` maps folder names to names. Every (model, task) needs a
 source, listed under `sources` or made with `finetune` on the task's train split.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
@@ -33,9 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import InvalidInputError
 from ..finetune import FinetuneConfig, finetune
 from ..measurement import load_finetuned
-from ..models import load_model
+from ..models import has_backend_prefix, load_model, resolve_spec_paths, spec_files
 from ..models.images import canonical_images, image_files
 from ..progress import track
+from ..prompts import fill_template
 from ..task_vector import TaskVector
 from ..world.data import PROBES_PER_CLASS, PROBE_SEED, probe_indices  # the paper's probe draw (method.md §1.6)
 from .diagnostics import descriptor_cosines
@@ -60,6 +64,10 @@ class DataSetConfig(BaseModel):
         if v.count("{}") != 1:
             raise ValueError(f"template {v!r} must contain exactly one '{{}}' for the class name")
         return v
+
+    def prompt(self, name: str) -> str:
+        """The template with the class name in its `{}` (other braces are literal)."""
+        return fill_template(self.template, name)
 
 
 class ExperimentConfig(BaseModel):
@@ -116,6 +124,8 @@ def read_config(path: Path) -> ExperimentConfig:
         raw = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise InvalidInputError(f"cannot read the experiment setup {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"the experiment setup {path} is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
     except yaml.YAMLError as exc:
         raise InvalidInputError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
@@ -162,7 +172,9 @@ def _explain(exc: ValidationError) -> str:
 
 
 def _resolve(config: ExperimentConfig, root: Path) -> ExperimentConfig:
-    """Data folders and source files relative to `root` (model specs and absolute paths unchanged)."""
+    """Relative paths read from `root` (the YAML file's folder): data folders, source files, and the
+    local paths in model specs (open_clip:ARCH@FILE, a transformers directory). Hub names, tags,
+    seeds and absolute paths are unchanged."""
     def at(p) -> Path:
         p = Path(p).expanduser()
         return p if p.is_absolute() else root / p
@@ -171,11 +183,28 @@ def _resolve(config: ExperimentConfig, root: Path) -> ExperimentConfig:
     for key in ("tasks", "controls"):
         for d in data[key].values():
             d["data"] = at(d["data"])
+    data["models"] = {name: resolve_spec_paths(spec, root) for name, spec in data["models"].items()}
     for per_task in data["sources"].values():
         for task, value in per_task.items():
-            if (root / value).exists() and not Path(value).is_absolute():
-                per_task[task] = str(root / value)
+            per_task[task] = resolve_spec_paths(value, root) if has_backend_prefix(value) else str(at(value))
     return ExperimentConfig.model_validate(data)
+
+
+def check_files(config: ExperimentConfig) -> None:
+    """Every folder and file the setup names exists: checked before any model is loaded.
+
+    Data folders, the weights files of open_clip:ARCH@FILE models, and the listed sources that are
+    files or folders (not model specs); all missing ones are named at once.
+    """
+    missing = [f"data folder of {name!r} not found: {cfg.data}" for name, cfg in [*config.tasks.items(), *config.controls.items()]
+               if not cfg.data.is_dir()]
+    missing += [f"weights of model {name!r} not found: {path}" for name, spec in config.models.items()
+                if spec.startswith("open_clip:") for path in spec_files(spec) if not path.exists()]
+    missing += [f"source {model}/{task} not found: {value}" for model, per_task in config.sources.items()
+                for task, value in per_task.items() if not has_backend_prefix(value) and not Path(value).exists()]
+    if missing:
+        raise InvalidInputError(f"{len(missing)} path(s) of the setup do not exist: {'; '.join(missing)} "
+                                "(relative paths are read from the YAML file's folder)")
 
 
 # -- data ------------------------------------------------------------------------------------------
@@ -200,6 +229,8 @@ def _read_split(folder: Path, class_names: list[str], size: int, per_class: int 
         these = image_files(found[cls])[:per_class]
         files += these
         labels += [label] * len(these)
+    if not files:
+        raise InvalidInputError(f"{folder} holds no images of the classes {', '.join(class_names)}")
     return canonical_images(files, size), torch.tensor(labels)
 
 
@@ -211,7 +242,7 @@ def _eval_set(name: str, cfg: DataSetConfig, size: int, max_per_class: int | Non
     unknown = sorted(set(names) - set(folders))
     if unknown:
         raise InvalidInputError(f"classes of {name!r} name folder(s) {', '.join(unknown)} not found in {test_dir}")
-    prompts = tuple(cfg.template.format(names.get(f, f.replace("_", " "))) for f in folders)
+    prompts = tuple(cfg.prompt(names.get(f, f.replace("_", " "))) for f in folders)
     images, labels = _read_split(test_dir, folders, size, max_per_class)
     return EvalSet(name, images, labels, prompts), folders, root
 
@@ -222,7 +253,20 @@ def _task(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig) ->
     if not (root / "train").is_dir():
         raise InvalidInputError(f"task {name!r} needs a train split for its probes: {root}/train/CLASS/*.png")
     train = _read_split(root / "train", folders, size)
-    probes = train[0][probe_indices(len(train[1]), len(folders), config.probes_per_class, config.probe_seed)]
+    counts = torch.bincount(train[1], minlength=len(folders))
+    empty = [folders[i] for i in range(len(folders)) if counts[i] == 0]
+    if empty:
+        raise InvalidInputError(f"task {name!r}: class(es) {', '.join(empty)} have no train images under {root}/train, "
+                                "so they would get no probes and their prompt columns would measure nothing; add "
+                                "images or remove the class from the test split")
+    index = probe_indices(len(train[1]), len(folders), config.probes_per_class, config.probe_seed)
+    drawn = torch.bincount(train[1][index], minlength=len(folders))
+    unprobed = [folders[i] for i in range(len(folders)) if drawn[i] == 0]
+    if unprobed:
+        warnings.warn(f"task {name!r}: the probe draw ({len(index)} of {len(train[1])} train images, seed "
+                      f"{config.probe_seed}) holds no image of class(es) {', '.join(unprobed)}, so the descriptor has no "
+                      "probe of them; raise probes_per_class or add train images", stacklevel=2)
+    probes = train[0][index]
     val = None
     if (root / "val").is_dir():
         val = EvalSet(f"{name}/val", *_read_split(root / "val", folders, size, config.max_test_per_class), test.prompts)
@@ -235,9 +279,7 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
     """Load the models, read the data, obtain every source and measure its descriptors."""
     if not isinstance(config, ExperimentConfig):
         config = read_config(Path(config))
-    for name, cfg in [*config.tasks.items(), *config.controls.items()]:
-        if not cfg.data.is_dir():  # before loading any model
-            raise InvalidInputError(f"data folder of {name!r} not found: {cfg.data}")
+    check_files(config)  # before loading any model
     models = {name: load_model(spec, device=device) for name, spec in config.models.items()}
     size = max(m.canonical_size for m in models.values())
     tasks, train = {}, {}

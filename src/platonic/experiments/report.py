@@ -13,9 +13,11 @@ byte for byte. Schema: docs/results.md.
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
+from ..errors import ArtifactError
 from ..storage import atomic_write
 
 SCHEMA = "platonic.results"
@@ -44,17 +46,76 @@ def new_results(setup: dict, settings: dict) -> dict:
 
 
 def load_results(path) -> dict:
+    """A run's results.json, checked: the schema and version, and the fields the tables are made from."""
     path = Path(path)
     file = path / "results.json" if path.is_dir() else path
     if not file.is_file():
-        raise ValueError(f"{file} does not exist; give a run directory written by `platonic experiment`")
+        raise ArtifactError(f"{file} does not exist; give a run directory written by `platonic experiment`")
     try:
-        data = json.loads(file.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{file} is not valid JSON ({exc})") from None
-    if data.get("schema") != SCHEMA or not isinstance(data.get("version"), int) or data["version"] > VERSION:
-        raise ValueError(f"{file} is not a platonic results file of version <= {VERSION}")
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{file} is not valid JSON ({exc}); re-run the experiment to write it again") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("version"), int) \
+            or data["version"] > VERSION:
+        raise ArtifactError(f"{file} is not a platonic results file of version <= {VERSION}")
+    problem = _results_problem(data)
+    if problem:
+        raise ArtifactError(f"{file} is malformed: {problem}; re-run the experiment to write it again")
     return data
+
+
+_CELL_FIELDS = {"experiment": str, "method": str, "target": str, "sources": list, "tasks": list, "coefficients": list,
+                "accuracy": dict, "residuals": list}
+
+
+def _results_problem(data: dict) -> str | None:
+    """What a results record lacks for `render_tables`, or None."""
+    for key, kind in (("setup", dict), ("cells", list)):
+        if not isinstance(data.get(key), kind):
+            return f"'{key}' is missing or not a {kind.__name__}"
+    for key in ("timings", "diagnostics", "settings"):
+        if key in data and not isinstance(data[key], dict):
+            return f"'{key}' is not an object"
+    for i, cell in enumerate(data["cells"]):
+        if not isinstance(cell, dict):
+            return f"cell {i} is not an object"
+        for key, kind in _CELL_FIELDS.items():
+            if not isinstance(cell.get(key), kind):
+                return f"cell {i} has no valid '{key}' ({kind.__name__})"
+        if not isinstance(cell.get("alpha"), (int, float)):
+            return f"cell {i} has no numeric 'alpha'"
+        if not all(isinstance(v, (int, float)) for v in cell["accuracy"].values()):
+            return f"cell {i} has a non-numeric accuracy"
+    return None
+
+
+def is_run_directory(path) -> bool:
+    """True for a directory holding a platonic results.json (an earlier run)."""
+    file = Path(path) / "results.json"
+    try:
+        return json.loads(file.read_text(encoding="utf-8")).get("schema") == SCHEMA
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_run_directory(path) -> None:
+    """Refuse a run directory that cannot be written, or that holds something other than an earlier run.
+
+    Accepted: a path that does not exist yet (its nearest existing parent writable), an empty directory,
+    or an earlier run's directory (`is_run_directory`), whose results and plots the run replaces.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ArtifactError(f"{path} exists and is not a directory; give a run directory (-o runs/NAME)")
+    if path.is_dir() and any(path.iterdir()) and not is_run_directory(path):
+        raise ArtifactError(f"{path} is a non-empty directory that is not a platonic run (no results.json); "
+                            "give a new or empty directory, or an earlier run's")
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ArtifactError(f"cannot write the run directory {path}: {probe} is not writable (or not a directory); "
+                            "choose another place")
 
 
 def _mean(values) -> float:
@@ -184,13 +245,19 @@ def render_tables(results: dict) -> str:
 
 
 def write_run(directory, results: dict, plots: bool = True) -> Path:
-    """Write results.json, tables.md and (optionally) the plots into `directory` (created)."""
+    """Write results.json, tables.md and (optionally) the plots into `directory` (created).
+
+    Plots an earlier run left in the directory are removed first (only the files a run draws).
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     text = json.dumps(results, indent=1)  # insertion order kept: it is the column order of the tables
     atomic_write(directory / "results.json", lambda tmp: Path(tmp).write_text(text))
     tables = render_tables(results)
     atomic_write(directory / "tables.md", lambda tmp: Path(tmp).write_text(tables))
+    from .plots import clear_plots
+
+    clear_plots(directory)  # what an earlier run drew in this directory is stale now
     if plots:
         from .plots import write_plots
 

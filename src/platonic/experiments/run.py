@@ -12,7 +12,7 @@ from ..descriptor import utc_now
 from ..measurement import EmbeddingCache
 from .adapter_cells import ADAPTER_PARTS
 from .fastpath import FeatureStore, single_thread
-from .protocols import FAST_PATH, PROTOCOLS, SLOW_PARTS
+from .protocols import FAST_PATH, PROTOCOLS, SLOW_PARTS, check_experiments
 from .report import new_results, write_run
 from .setup import ExperimentSetup
 
@@ -22,13 +22,14 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
                     adapter_cells: int = 0, adapter_config: AdaptConfig | None = None) -> dict:
     """Run the named protocols ("addition", "negation", "generalization", "alpha") and return results.
 
+    Unknown or repeated names, and protocols the setup cannot run (generalization without a related
+    group), are refused before any work.
+
     adapter_cells > 0 adds the adapter route on that many seeded cells of addition and of negation,
     beside the closed form on the same cells (`experiments.adapter_cells`; `adapter_config` sets the fit).
     Writes results.json, tables.md and plots into `out_dir` when given.
     """
-    unknown = [n for n in names if n not in PROTOCOLS]
-    if unknown:
-        raise ValueError(f"unknown experiment(s) {unknown}; choose from {', '.join(PROTOCOLS)}")
+    check_experiments(names, related_group=setup.related_group, held_out=setup.held_out, baselines=setup.baselines)
     store = FeatureStore(setup, cache=cache, progress=False)
     settings = {"experiments": list(names), "created": utc_now()}
     if adapter_cells:

@@ -3,11 +3,18 @@
 Specs:
     open_clip:ARCH/TAG          open_clip architecture with a pretrained tag (weights via open_clip's cache)
     open_clip:hf-hub:ORG/NAME   open_clip model from the Hugging Face hub
-    open_clip:ARCH              open_clip architecture with random weights (a warning says so)
-    open_clip:ARCH@PATH         open_clip architecture with weights from a local file
+    open_clip:ARCH              open_clip architecture with random weights drawn under seed 0 (a warning
+                                says so): the same spec is the same model, so `solve` then `apply` agree
+    open_clip:ARCH@seed=N       the same with seed N (another random draw)
+    open_clip:ARCH@PATH         open_clip architecture with weights from a local file (a file literally
+                                named seed=N is written with its directory: ARCH@./seed=N)
     hf:ORG/NAME                 transformers CLIPModel / SiglipModel / Siglip2Model / ClapModel
     PATH (a directory)          a transformers save_pretrained directory of one of those
     world:NAME                  a model of platonic's embedded world
+
+The device is checked before any model is built (`--device cuda` without a GPU is a clear error).
+`spec_files(spec)` names the local files or directories a spec reads, so that a command can refuse to
+write its output over one of its inputs.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import importlib
 from pathlib import Path
 from typing import Callable
 
+from .._checks import as_device
 from ..errors import InvalidInputError
 from .base import DualEncoder, ProbeEmbeddings
 
@@ -30,15 +38,15 @@ _BACKEND_MODULES = {
 _LOADERS: dict[str, Loader] = {}
 
 ACCEPTED_FORMS = (
-    "open_clip:ARCH/TAG, open_clip:hf-hub:ORG/NAME, open_clip:ARCH (random weights), open_clip:ARCH@FILE, "
-    "hf:ORG/NAME, a local transformers directory, or world:NAME"
+    "open_clip:ARCH/TAG, open_clip:hf-hub:ORG/NAME, open_clip:ARCH (random weights, seed 0), open_clip:ARCH@seed=N, "
+    "open_clip:ARCH@FILE, hf:ORG/NAME, a local transformers directory, or world:NAME"
 )
 
 
 def register_backend(prefix: str, loader: Loader) -> None:
     """Register `loader(rest, device=..., dtype=...)` for specs "prefix:rest"; refuses duplicates."""
     if prefix in _LOADERS and _LOADERS[prefix] is not loader:
-        raise ValueError(f"a backend for prefix {prefix!r} is already registered")
+        raise InvalidInputError(f"a backend for prefix {prefix!r} is already registered")
     _LOADERS[prefix] = loader
 
 
@@ -56,6 +64,7 @@ def load_model(spec, device="cpu", dtype=None, **options) -> DualEncoder:
     """
     if isinstance(spec, DualEncoder):
         return spec
+    device = as_device(device)
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidInputError(f"a model spec must be a non-empty string; accepted forms: {ACCEPTED_FORMS}")
     prefix, sep, rest = spec.partition(":")
@@ -68,4 +77,66 @@ def load_model(spec, device="cpu", dtype=None, **options) -> DualEncoder:
     raise InvalidInputError(f"cannot read model spec {spec!r}; accepted forms: {ACCEPTED_FORMS}")
 
 
-__all__ = ["ACCEPTED_FORMS", "DualEncoder", "ProbeEmbeddings", "load_model", "register_backend"]
+def check_spec(spec) -> None:
+    """Refuse a spec that cannot load, where that is known without building the model (a command runs
+    this before its other checks and its work): its form, an open_clip architecture, tag or weights
+    file. Hub names and world models are checked when they load."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise InvalidInputError(f"a model spec must be a non-empty string; accepted forms: {ACCEPTED_FORMS}")
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix in _BACKEND_MODULES:
+        if not rest:
+            raise InvalidInputError(f"model spec {spec!r} names no model after '{prefix}:'; accepted forms: {ACCEPTED_FORMS}")
+        if prefix == "open_clip":
+            from .open_clip_backend import check_spec as check_open_clip
+
+            check_open_clip(rest)
+    elif not Path(spec).is_dir():
+        raise InvalidInputError(f"cannot read model spec {spec!r}; accepted forms: {ACCEPTED_FORMS}")
+
+
+def has_backend_prefix(spec) -> bool:
+    """True for a spec that names a backend ("open_clip:...", "hf:...", "world:...")."""
+    return isinstance(spec, str) and spec.partition(":")[0] in _BACKEND_MODULES and ":" in spec
+
+
+def spec_files(spec) -> list[Path]:
+    """The local files or directories a model spec reads (none for hub names, tags or random weights).
+
+    open_clip:ARCH@FILE -> [FILE]; a local transformers directory, or hf:DIR -> [DIR]; else [].
+    """
+    if not isinstance(spec, str):
+        return []
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix == "open_clip" and "@" in rest and not rest.startswith("hf-hub:"):
+        after = rest.split("@", 1)[1]
+        return [] if after.startswith("seed=") and after.removeprefix("seed=").isdigit() else [Path(after)]
+    if sep and prefix == "hf" and Path(rest).exists():
+        return [Path(rest)]
+    if not (sep and prefix in _BACKEND_MODULES) and Path(spec).exists():
+        return [Path(spec)]
+    return []
+
+
+def resolve_spec_paths(spec: str, root: Path) -> str:
+    """`spec` with a relative local path in it (ARCH@FILE, a transformers directory) read from `root`.
+
+    For setups written in a file (YAML): their relative paths mean the file's folder, not the working
+    directory. Hub names, tags, seeds and absolute paths are unchanged.
+    """
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix == "open_clip" and "@" in rest and not rest.startswith("hf-hub:"):
+        arch, after = rest.split("@", 1)
+        if (after.startswith("seed=") and after.removeprefix("seed=").isdigit()) or Path(after).expanduser().is_absolute():
+            return spec
+        return f"open_clip:{arch}@{root / Path(after).expanduser()}"
+    if sep and prefix in _BACKEND_MODULES:
+        if prefix == "hf" and not Path(rest).is_absolute() and (root / rest).is_dir():
+            return f"hf:{root / rest}"
+        return spec
+    path = Path(spec).expanduser()
+    return spec if path.is_absolute() else str(root / path)
+
+
+__all__ = ["ACCEPTED_FORMS", "DualEncoder", "check_spec", "ProbeEmbeddings", "has_backend_prefix", "load_model", "register_backend", "resolve_spec_paths",
+           "spec_files"]

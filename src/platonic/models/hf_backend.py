@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import tempfile
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -187,6 +187,7 @@ class HFEncoder(DualEncoder):
             batch = tok(list(texts), padding=self.layout.text_padding, truncation=True, max_length=max_len, return_tensors="pt")
         else:
             batch = tok(list(texts))
+        check_token_ids(self.spec, tok, list(texts), batch["input_ids"], batch.get("attention_mask"))
         kwargs = {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
         if self.layout.naflex or type(self.model).__name__ == "SiglipModel":
             kwargs.pop("attention_mask", None)  # SigLIP text towers were trained without a mask
@@ -196,33 +197,135 @@ class HFEncoder(DualEncoder):
         return out.float().cpu()
 
     # -- export -------------------------------------------------------------------------------------
-    def save(self, path, provenance: dict | None = None) -> Path:
-        """`save_pretrained` directory (AutoModel.from_pretrained loads it) plus platonic_provenance.json.
+    def save(self, path, provenance: dict | None = None, overwrite: bool = False) -> Path:
+        """A `save_pretrained` directory that transformers alone loads: the model, its tokenizer and its
+        image processor (CLAP: feature extractor), platonic_provenance.json and a model card.
 
-        Written to a temporary directory beside `path`, then renamed into place.
+        Written to a temporary directory beside `path` and swapped in atomically. An existing `path` is
+        replaced only when it is a previous platonic transformers export, or with `overwrite`; a tokenizer
+        that transformers cannot save (a plain callable) is left out, with a warning.
         """
-        path = Path(path)
-        if path.exists() and not path.is_dir():
-            raise InvalidInputError(f"{path} exists and is not a directory; transformers models are saved as directories")
+        from ..storage import atomic_directory
+
         if isinstance(self._site, AppendedLinearSite):
             raise InvalidInputError(
                 f"{self.spec}: the edit lives in an appended linear that {type(self.model).__name__} cannot load; "
                 "export is only possible through the model's own edit site"
             )
-        parent = path.parent if str(path.parent) else Path(".")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=parent))
-        try:
-            self.model.save_pretrained(tmp, safe_serialization=True)
-            record = {"spec": self.spec, **(provenance or {})}
-            (tmp / "platonic_provenance.json").write_text(json.dumps(record, indent=2, sort_keys=True))
+        record = {"spec": self.spec, **(provenance or {})}
+
+        def write(tmp: Path) -> None:
+            with library_progress():
+                self.model.save_pretrained(tmp, safe_serialization=True)
+            record["saved"] = self._save_preprocessing(tmp, Path(path))
+            (tmp / PROVENANCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
             (tmp / "README.md").write_text(_model_card(self.spec, record))
-            if path.exists():
-                shutil.rmtree(path)
-            tmp.rename(path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return path
+
+        return atomic_directory(path, write, replaceable=is_transformers_export, overwrite=overwrite,
+                                what=f"platonic transformers export (a directory with {PROVENANCE_FILE})")
+
+    def _save_preprocessing(self, directory: Path, final: Path) -> list[str]:
+        """Save the tokenizer and the image processor / feature extractor beside the weights; returns what was saved."""
+        saved = []
+        processor = self._processor
+        if processor is not None and hasattr(processor, "tokenizer") and hasattr(processor, "save_pretrained"):
+            processor.save_pretrained(str(directory))  # a ProcessorMixin: tokenizer and image processor together
+            return ["processor"]
+        try:
+            tokenizer = self.tokenizer
+        except (OSError, ValueError):
+            tokenizer = None
+        if hasattr(tokenizer, "save_pretrained"):
+            tokenizer.save_pretrained(str(directory))
+            saved.append("tokenizer")
+        else:
+            warnings.warn(f"{self.spec}: its tokenizer ({type(tokenizer).__name__}) is not a transformers tokenizer, so "
+                          f"the export {final} has none; load it with tokenizer=... (or copy the base "
+                          "model's tokenizer files into it)", stacklevel=4)
+        inputs = self._input_processor()
+        if inputs is not None:
+            inputs.save_pretrained(str(directory))
+            saved.append(type(inputs).__name__)
+        return saved
+
+    def _input_processor(self):
+        """The image processor (or CLAP feature extractor) describing what platonic feeds the tower."""
+        proc = getattr(self._processor, "image_processor", None) or getattr(self._processor, "feature_extractor", None)
+        proc = proc or (self._processor if hasattr(self._processor, "save_pretrained") else None)
+        if proc is not None:
+            return proc
+        if self.modality == "audio":
+            return self.feature_extractor
+        import transformers
+
+        mean, std = (list(v) for v in self._mean_std())
+        name = type(self.model).__name__
+        if name == "Siglip2Model":
+            cfg = self.model.config.vision_config
+            return transformers.Siglip2ImageProcessor(patch_size=cfg.patch_size, max_num_patches=cfg.num_patches,
+                                                      image_mean=mean, image_std=std)
+        h, w = self.image_size
+        if name == "SiglipModel":
+            return transformers.SiglipImageProcessor(size={"height": h, "width": w}, image_mean=mean, image_std=std)
+        return transformers.CLIPImageProcessor(size={"shortest_edge": h}, crop_size={"height": h, "width": w},
+                                               image_mean=mean, image_std=std)
+
+
+PROVENANCE_FILE = "platonic_provenance.json"
+
+
+@contextmanager
+def library_progress():
+    """transformers' own progress bars (loading, writing shards) follow platonic's: off under PLATONIC_QUIET."""
+    from transformers.utils import logging as hf_logging
+
+    from ..progress import progress_enabled
+
+    was = hf_logging.is_progress_bar_enabled()
+    if not progress_enabled():
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
+def is_transformers_export(path) -> bool:
+    """True for a directory written by `HFEncoder.save` (config.json and platonic_provenance.json)."""
+    path = Path(path)
+    if not ((path / "config.json").is_file() and (path / PROVENANCE_FILE).is_file()):
+        return False
+    try:
+        return "spec" in json.loads((path / PROVENANCE_FILE).read_text())
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def check_token_ids(spec: str, tokenizer, texts: list[str], input_ids, attention_mask=None) -> None:
+    """Refuse prompts the tokenizer cannot encode, before they become text embeddings that all look alike.
+
+    A prompt whose tokens are all unknown (or that has none but special tokens), and two different
+    prompts that get the same ids, are errors: a transformers directory without its tokenizer files
+    gets an empty-vocabulary tokenizer that maps every prompt to the same few ids.
+    """
+    unk = getattr(tokenizer, "unk_token_id", None)
+    special = set(getattr(tokenizer, "all_special_ids", None) or []) - {unk}
+    ids = torch.as_tensor(input_ids)
+    mask = torch.as_tensor(attention_mask).bool() if attention_mask is not None else torch.ones_like(ids, dtype=torch.bool)
+    fix = ("its vocabulary cannot encode them, so every prompt would embed alike. A transformers directory needs "
+           "its own tokenizer files (tokenizer.json, or vocab.json and merges.txt): copy them from the base model "
+           "(platonic exports include them), or pass tokenizer=...")
+    seen: dict[tuple[int, ...], str] = {}
+    for text, row, keep in zip(texts, ids, mask):
+        tokens = tuple(row[keep].tolist())
+        content = [t for t in tokens if t not in special]
+        if text.strip() and unk is not None and (not content or all(t == unk for t in content)):
+            raise InvalidInputError(f"{spec}: its tokenizer maps the prompt {text!r} to unknown tokens only; {fix}")
+        if tokens in seen and seen[tokens] != text:
+            raise InvalidInputError(f"{spec}: its tokenizer maps the prompts {seen[tokens]!r} and {text!r} to the same "
+                                    f"token ids (if they differ only past its length limit, shorten them); else {fix}")
+        seen[tokens] = text
 
 
 def _model_card(spec: str, record: dict) -> str:
@@ -239,7 +342,8 @@ def load_hf(rest: str, device="cpu", dtype=None, tokenizer=None, processor=None,
         config = AutoConfig.from_pretrained(rest)
     except (OSError, ValueError) as exc:
         raise InvalidInputError(f"cannot load {spec}: {exc}") from None
-    model = AutoModel.from_pretrained(rest, config=config, dtype=dtype) if dtype else AutoModel.from_pretrained(rest, config=config)
+    with library_progress():
+        model = AutoModel.from_pretrained(rest, config=config, dtype=dtype) if dtype else AutoModel.from_pretrained(rest, config=config)
     if processor is None:
         try:
             processor = AutoProcessor.from_pretrained(rest)

@@ -3,7 +3,8 @@
 The embedded world uses its own, smaller canonical size (`DualEncoder.canonical_size`).
 
 `canonical_images` turns files, a folder, PIL images or tensors into the (N, 3, 224, 224) uint8
-tensor every model is fed from and whose digest identifies the probes. `to_model_input` resizes it
+tensor every model is fed from and whose digest identifies the probes (16-bit greyscale is scaled to
+8 bits, not clipped). `to_model_input` resizes it
 bilinearly to a model's input size and normalises it with that model's mean and std.
 """
 
@@ -21,11 +22,37 @@ CANONICAL_SIZE = 224
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 
 
+HIGH_DEPTH_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+
+
+def to_8bit(img):
+    """A PIL image with 8-bit channels: 16-bit (and 32-bit integer / float) greyscale is *scaled* to 0..255.
+
+    PIL's own convert("RGB") clips such images at 255 (almost all white). "I;16*" modes span 0..65535;
+    "I" and "F" are read as 16-bit when their values exceed 255 (PNG and TIFF open 16-bit grey that way),
+    as 8-bit otherwise; float images within [0, 1] are read as fractions.
+    """
+    from PIL import Image
+    import numpy as np
+
+    if img.mode not in HIGH_DEPTH_MODES:
+        return img
+    a = np.asarray(img, dtype=np.float64)
+    top = float(a.max()) if a.size else 0.0
+    if img.mode.startswith("I;16") or top > 255:
+        scale = 255.0 / 65535.0 if top <= 65535 else 255.0 / top
+    elif img.mode == "F" and top <= 1.0:
+        scale = 255.0
+    else:
+        scale = 1.0
+    return Image.fromarray(np.clip(np.rint(a * scale), 0, 255).astype(np.uint8), mode="L")
+
+
 def _pil_to_canonical(img, size: int) -> torch.Tensor:
     """Resize the shorter side to `size` (bilinear), centre-crop size x size, as (3, size, size) uint8."""
     from PIL import Image
 
-    img = img.convert("RGB")
+    img = to_8bit(img).convert("RGB")
     w, h = img.size
     scale = size / min(w, h)
     img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BILINEAR)
@@ -64,6 +91,9 @@ def canonical_images(images, size: int = CANONICAL_SIZE) -> torch.Tensor:
             try:
                 with Image.open(item) as img:
                     out.append(_pil_to_canonical(img, size))
+            except Image.DecompressionBombError as exc:
+                raise InvalidInputError(f"probe image {item} is over PIL's size limit ({exc}); shrink it, or raise "
+                                        "PIL.Image.MAX_IMAGE_PIXELS if you trust the file") from None
             except (OSError, ValueError) as exc:
                 raise InvalidInputError(f"cannot read probe image {item}: {exc}") from None
         elif isinstance(item, Image.Image):

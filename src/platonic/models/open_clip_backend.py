@@ -1,4 +1,5 @@
-"""open_clip backend: `open_clip:ARCH/TAG`, `open_clip:hf-hub:ORG/NAME`, `open_clip:ARCH`, `open_clip:ARCH@FILE`.
+"""open_clip backend: `open_clip:ARCH/TAG`, `open_clip:hf-hub:ORG/NAME`, `open_clip:ARCH@FILE`, and random
+weights `open_clip:ARCH` (seed 0) or `open_clip:ARCH@seed=N`.
 
 Weights come from open_clip's own loaders and cache. Exported models are safetensors state dicts that
 `open_clip.create_model(ARCH, pretrained=PATH)` loads by itself.
@@ -17,8 +18,8 @@ import torch
 from safetensors.torch import save_file
 
 from ..edit import AppendedLinearSite, EditSite
-from ..errors import InvalidInputError
-from ..storage import atomic_write
+from ..errors import ArtifactError, InvalidInputError
+from ..storage import atomic_write, platonic_record, refuse_existing
 from . import register_backend
 from .base import DualEncoder, conv_layer_names
 from .images import to_model_input
@@ -103,9 +104,11 @@ class OpenClipEncoder(DualEncoder):
     def architecture_id(self) -> str:
         return f"open_clip/{self.arch}/{type(self.model).__name__}/{type(self.model.visual).__name__}"
 
-    def save(self, path, provenance: dict | None = None) -> Path:
+    def save(self, path, provenance: dict | None = None, overwrite: bool = False) -> Path:
         """Write a safetensors state dict loadable by open_clip.create_model(ARCH, pretrained=PATH).
 
+        An existing file at `path` is replaced only when it is a previous platonic open_clip export, or
+        with `overwrite` (never the checkpoint the model was loaded from: the command line refuses that).
         When the edit lives in an appended linear (no final linear in the tower), open_clip cannot
         load that layer: the file holds the unedited architecture's weights, and the appended layer
         is written beside it as PATH.appended.safetensors, with a warning.
@@ -114,7 +117,11 @@ class OpenClipEncoder(DualEncoder):
         if path.suffix != ".safetensors":
             raise InvalidInputError(f"open_clip loads safetensors checkpoints by their suffix; name the file *.safetensors (got {path.name})")
         meta = {"platonic": json.dumps({"arch": self.arch, "spec": self.spec, **(provenance or {})}, sort_keys=True)}
+        what = "platonic open_clip export"
         site = self._site
+        side = path.with_name(path.name.removesuffix(".safetensors") + ".appended.safetensors")
+        for target in (path, side) if isinstance(site, AppendedLinearSite) else (path,):
+            refuse_existing(target, is_open_clip_export, overwrite, what)
         if isinstance(site, AppendedLinearSite):
             appended = {"weight": site.linear.weight.detach().cpu().contiguous()}
             site.remove()
@@ -123,13 +130,20 @@ class OpenClipEncoder(DualEncoder):
             finally:
                 AppendedLinearSite.install(site.parent, site.attr, site.out_dim)
                 self._site = AppendedLinearSite(site.parent, site.attr, getattr(site.parent, site.attr))
-            side = path.with_name(path.name.removesuffix(".safetensors") + ".appended.safetensors")
-            atomic_write(side, lambda tmp: save_file(appended, tmp, metadata=meta))
+            atomic_write(side, lambda tmp: save_file(appended, tmp, metadata=meta), replaceable=is_open_clip_export,
+                         overwrite=overwrite, what=what)
             warnings.warn(f"{self.arch} has no final linear map; the edit is in an appended layer saved to {side}, "
                           f"which open_clip alone does not load", stacklevel=2)
         else:
             state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
-        return atomic_write(path, lambda tmp: save_file(state, tmp, metadata=meta))
+        return atomic_write(path, lambda tmp: save_file(state, tmp, metadata=meta), replaceable=is_open_clip_export,
+                            overwrite=overwrite, what=what)
+
+
+def is_open_clip_export(path) -> bool:
+    """True for a safetensors file written by `OpenClipEncoder.save` (platonic metadata naming the architecture)."""
+    record = platonic_record(path) if Path(path).is_file() else None
+    return bool(record) and "arch" in record and record.get("format") != "platonic"
 
 
 def _check_arch(arch: str) -> None:
@@ -142,34 +156,86 @@ def _check_arch(arch: str) -> None:
         raise InvalidInputError(f"open_clip has no architecture {arch!r}{hint}")
 
 
+RANDOM_SEED = 0  # `open_clip:ARCH` is this seed's random draw, so the same spec is the same model
+
+
+def parse_spec(rest: str) -> tuple[str, str | None, int | None]:
+    """`ARCH/TAG`, `ARCH@FILE`, `ARCH@seed=N` or `ARCH` -> (arch, tag or file, seed of random weights).
+
+    Seeds are for random weights only: `ARCH` is seed 0. A weights file literally named `seed=N` is
+    written with a directory, e.g. `ARCH@./seed=3`.
+    """
+    if "@" in rest:
+        arch, after = rest.split("@", 1)
+        if after.startswith("seed="):
+            value = after.removeprefix("seed=")
+            if not value.isdigit():
+                raise InvalidInputError(f"open_clip:{rest}: the seed in @seed=N must be a non-negative integer; got {value!r}")
+            return arch, None, int(value)
+        return arch, after, None
+    if "/" in rest:
+        arch, tag = rest.split("/", 1)
+        return arch, tag, None
+    return rest, None, RANDOM_SEED
+
+
+def _short(exc: Exception, limit: int = 200) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"
+
+
+def check_spec(rest: str) -> None:
+    """Check `open_clip:<rest>` without building anything: the architecture, the tag or seed, the file."""
+    if rest.startswith("hf-hub:"):
+        return
+    arch, pretrained, seed = parse_spec(rest)
+    if "@" in rest and seed is None and not Path(pretrained).is_file():
+        raise InvalidInputError(f"open_clip:{rest}: weights file {pretrained} does not exist")
+    _check_arch(arch)
+    if pretrained is not None and "@" not in rest:
+        import open_clip
+
+        tags = open_clip.list_pretrained_tags_by_model(arch)
+        if pretrained not in tags:
+            raise InvalidInputError(f"open_clip has no pretrained tag {pretrained!r} for {arch}; known tags: {', '.join(tags) or 'none'}")
+
+
 def load_open_clip(rest: str, device="cpu", dtype=None, tokenizer=None, edit_site: str | None = None) -> OpenClipEncoder:
-    """Load `open_clip:<rest>` (see the module docstring)."""
+    """Load `open_clip:<rest>` (see the module docstring).
+
+    Random weights (`open_clip:ARCH`, `open_clip:ARCH@seed=N`) are drawn under their seed (0 by default)
+    without touching the global random state, so loading one spec twice gives one model.
+    """
     import open_clip
 
     spec = f"open_clip:{rest}"
     if rest.startswith("hf-hub:"):
-        arch, pretrained = rest, None
-        model = open_clip.create_model(rest, device=device)
+        arch = rest
+        try:
+            model = open_clip.create_model(rest, device=device)
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise ArtifactError(f"{spec}: cannot load it from the Hugging Face hub ({_short(exc)}); check the name, "
+                                "the network or the local cache") from None
     else:
-        if "@" in rest:
-            arch, pretrained = rest.split("@", 1)
-            if not Path(pretrained).is_file():
-                raise InvalidInputError(f"{spec}: weights file {pretrained} does not exist")
-        elif "/" in rest:
-            arch, pretrained = rest.split("/", 1)
-        else:
-            arch, pretrained = rest, None
-        _check_arch(arch)
-        if "/" in rest and "@" not in rest:
-            tags = open_clip.list_pretrained_tags_by_model(arch)
-            if pretrained not in tags:
-                raise InvalidInputError(f"open_clip has no pretrained tag {pretrained!r} for {arch}; known tags: {', '.join(tags) or 'none'}")
-        if pretrained is None:
-            warnings.warn(f"{spec}: no pretrained tag given, the model has RANDOM weights "
-                          f"(use open_clip:{arch}/TAG for trained weights)", stacklevel=3)
+        check_spec(rest)
+        arch, pretrained, seed = parse_spec(rest)
+        is_file = "@" in rest and seed is None
+        if seed is not None:
+            warnings.warn(f"{spec}: no pretrained tag given, the model has RANDOM weights (seed {seed}; "
+                          f"open_clip:{arch}@seed=N draws others; use open_clip:{arch}/TAG for trained weights)",
+                          stacklevel=3)
         logging.getLogger().disabled, was = True, logging.getLogger().disabled
         try:
-            model = open_clip.create_model(arch, pretrained=pretrained, device=device)
+            with torch.random.fork_rng(devices=[]):
+                if seed is not None:
+                    torch.manual_seed(seed)
+                model = open_clip.create_model(arch, pretrained=pretrained, device=device)
+        except Exception as exc:  # noqa: BLE001 - whatever the file holds, it is not this architecture's checkpoint
+            if not is_file:
+                raise ArtifactError(f"{spec}: cannot load the pretrained weights ({_short(exc)}); check the network "
+                                    "or open_clip's cache") from None
+            raise InvalidInputError(f"{spec}: {pretrained} is not a checkpoint of {arch} ({_short(exc)}); give a state "
+                                    f"dict saved from open_clip:{arch}, e.g. one platonic exported") from None
         finally:
             logging.getLogger().disabled = was
     if dtype is not None:

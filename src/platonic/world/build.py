@@ -33,8 +33,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from ..errors import InvalidInputError
 from ..paths import cache_root
-from ..progress import track
+from ..progress import LineProgress, track
 from ..storage import atomic_write
 from . import data as world_data
 from .data import CONTROL_NAMES, TASK_NAMES, DataSizes
@@ -81,8 +82,15 @@ def recipe_hash(profile: Profile, seed: int) -> str:
     return h.hexdigest()[:12]
 
 
+def check_profile(profile: str) -> str:
+    """`profile` if it is a known world profile; else raise naming the known ones."""
+    if profile not in PROFILES:
+        raise InvalidInputError(f"unknown world profile {profile!r}; use one of {', '.join(PROFILES)}")
+    return profile
+
+
 def world_dir(profile: str = "full", seed: int = 0, root: Path | None = None) -> Path:
-    prof = PROFILES[profile]
+    prof = PROFILES[check_profile(profile)]
     base = Path(root) if root is not None else cache_root() / "world"
     return base / f"world-v{WORLD_VERSION}-{profile}-seed{seed}-{recipe_hash(prof, seed)}"
 
@@ -90,7 +98,7 @@ def world_dir(profile: str = "full", seed: int = 0, root: Path | None = None) ->
 def default_profile() -> str:
     p = os.environ.get("PLATONIC_WORLD_PROFILE", "full")
     if p not in PROFILES:
-        raise ValueError(f"PLATONIC_WORLD_PROFILE={p!r}; use one of {', '.join(PROFILES)}")
+        raise InvalidInputError(f"PLATONIC_WORLD_PROFILE={p!r}; use one of {', '.join(PROFILES)}")
     return p
 
 
@@ -270,8 +278,7 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
     """Build (or rebuild with `force`) the world; returns its directory. Writes report.json / report.md."""
     from .zoo import MODEL_NAMES
 
-    if profile not in PROFILES:
-        raise ValueError(f"unknown world profile {profile!r}; use one of {', '.join(PROFILES)}")
+    check_profile(profile)
     world_data.require_debian_data()
     path = world_dir(profile, seed, root)
     if (path / "COMPLETE").exists() and not force:
@@ -284,6 +291,9 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
     timings = {}
     t_all = time.perf_counter()
 
+    total = len(MODEL_NAMES) * (2 + len(TASK_NAMES))
+    lines = LineProgress(total, f"building world ({profile})", enabled=progress)  # logs: one line per job
+    lines.note(f"started in {path}")
     t0 = time.perf_counter()
     data = world_data.build_data(prof.sizes, seed, progress=progress, probes_per_class=prof.probes_per_class)
     _save_tensors(path / "data.safetensors", world_data.data_to_tensors(data), {"sizes": asdict(prof.sizes), "seed": seed})
@@ -299,22 +309,22 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
     torch.set_num_threads(threads)
     _save_tensors(path / "captions.safetensors", {"embeddings": emb}, {"vocab": vocab})
     timings["captions"] = time.perf_counter() - t0
+    lines.note(f"data and caption embeddings ready ({len(vocab)} captions); {total} training jobs next")
 
     args = (str(path), profile, seed)
     pre_stats, ft_stats, evals = {}, [], {}
     t0 = time.perf_counter()
     with _pool(workers) as pool:
         futures = {pool.submit(job_pretrain, *args, m): ("pre", m) for m in MODEL_NAMES}
-        total = len(MODEL_NAMES) * (2 + len(TASK_NAMES))
         pending = dict(futures)
-        done_count = 0
-        bar = iter(track(range(total), description=f"building world ({profile})", enabled=progress))
+        bar = iter(track(range(total), description=f"building world ({profile})", enabled=progress and not lines.active))
         while pending:
             for fut in as_completed(list(pending)):
                 stage, m = pending.pop(fut)
                 res = fut.result()
                 next(bar, None)
-                done_count += 1
+                lines.step({"pre": f"pre-training {m}", "ft": f"fine-tuning {'/'.join(m) if isinstance(m, tuple) else m}",
+                            "eval": f"evaluating {m}"}[stage])
                 if stage == "pre":
                     pre_stats[m] = res
                     for t in TASK_NAMES:
@@ -333,6 +343,7 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
     t0 = time.perf_counter()
     report = cross_model_report(path, data, evals)
     timings["measure"] = time.perf_counter() - t0
+    lines.note("cross-model report measured")
     timings["total"] = time.perf_counter() - t_all
     report.update({"profile": profile, "seed": seed, "world_version": WORLD_VERSION, "recipe": path.name, "workers": workers,
                    "threads_per_worker": 1, "timings_s": timings, "pretrain": pre_stats,
@@ -342,6 +353,7 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
 
     atomic_write(path / "report.md", lambda tmp: Path(tmp).write_text(markdown_report(report)))
     atomic_write(path / "COMPLETE", lambda tmp: Path(tmp).write_text(json.dumps({"built": time.time()})))
+    lines.note("complete")
     return path
 
 

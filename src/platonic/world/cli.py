@@ -1,4 +1,7 @@
-"""`platonic world ...` commands (mounted by platonic.cli as the `world` sub-app)."""
+"""`platonic world ...` commands (mounted by platonic.cli as the `world` sub-app).
+
+Errors are one line on stderr (`error: ...`, exit code 2), as everywhere in the command line.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,11 @@ import json
 
 import typer
 
+from ..cli_errors import fail
+from ..errors import PlatonicError
+
 world_app = typer.Typer(help="The embedded world: real small data, a zoo of tiny dual encoders, fine-tuned sources.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=None)
 
 
 @world_app.command("build")
@@ -15,20 +21,19 @@ def build(
     profile: str = typer.Option("full", "--profile", help="tiny (tests, ~1 min) or full (~20-30 min on 2 cores)"),
     seed: int = typer.Option(0, "--seed", help="world seed (data, initialisations, batch order)"),
     force: bool = typer.Option(False, "--force", help="rebuild even if a complete build is cached"),
-    workers: int = typer.Option(2, "--workers", help="single-threaded worker processes"),
-    quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+    workers: int = typer.Option(2, "--workers", min=1, help="single-threaded worker processes"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress (bars on a terminal, one line per job in a log)"),
 ):
     """Build (or find in the cache) the world and print where its report is."""
-    from .build import PROFILES, build_world
-    from .data import MissingDataError
+    from ..preflight import check_cache_writable
+    from .build import build_world, check_profile
 
-    if profile not in PROFILES:
-        raise typer.BadParameter(f"--profile must be one of {', '.join(PROFILES)}")
     try:
+        check_profile(profile)
+        check_cache_writable()
         path = build_world(profile, seed=seed, force=force, progress=not quiet, workers=workers)
-    except MissingDataError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    except PlatonicError as exc:  # the world's MissingDataError included
+        fail(exc)
     report = json.loads((path / "report.json").read_text())
     checks = report["summary"]["checks"]
     typer.echo(f"world: {path}")
@@ -38,8 +43,11 @@ def build(
 
 
 @world_app.command("path")
-def where(profile: str = typer.Option("full", "--profile"), seed: int = typer.Option(0, "--seed")):
+def where(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed")):
     """Print the cache directory of a world build (built or not)."""
     from .build import world_dir
 
-    typer.echo(str(world_dir(profile, seed)))
+    try:
+        typer.echo(str(world_dir(profile, seed)))
+    except PlatonicError as exc:
+        fail(exc)
