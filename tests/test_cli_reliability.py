@@ -95,6 +95,11 @@ def work(tmp_path, monkeypatch):
     save_file({"w": torch.zeros(2)}, str(w / "ft.safetensors"))
     (w / "t.safetensors").write_bytes(b"weights the user cares about")
     (w / "notes.txt").write_text("the user's notes")
+    save_file({"w": torch.zeros(1)}, str(w / "oc_export.safetensors"),
+              metadata={"platonic": json.dumps({"arch": "ViT-S-32", "spec": "open_clip:ViT-S-32", "edits": []})})
+    (w / "hf_export.safetensors").mkdir()  # a transformers export directory, oddly named
+    (w / "hf_export.safetensors" / "config.json").write_text("{}")
+    (w / "hf_export.safetensors" / "platonic_provenance.json").write_text(json.dumps({"spec": "hf:org/x"}))
     (w / "userdir").mkdir()
     (w / "userdir" / "thesis.tex").write_text("years of work")
     (w / "run").mkdir()
@@ -185,6 +190,9 @@ BAD_INPUTS = [
     ("apply: export replaces the working directory", ("apply", "--target", "hf:org/some-clip", "--bank", "../outside.bank",
                                                       "--terms", "toy:+1", "-o", "."), "working directory"),
     ("apply: export over a foreign directory", (*HF, "-o", "userdir"), "--overwrite"),
+    ("apply: transformers export over an open_clip export", (*HF, "-o", "oc_export.safetensors"),
+     "not a previous platonic transformers export"),
+    ("apply: open_clip export over a transformers export", (*A, "-o", "hf_export.safetensors"), "a directory"),
     ("apply: open_clip export not .safetensors", (*A, "-o", "out.bin"), "*.safetensors"),
     ("apply: missing bank", ("apply", "--target", "open_clip:ViT-S-32", "--bank", "nosuch.bank", "--terms", "toy:+1",
                              "-o", "out.safetensors"), "does not exist"),

@@ -328,13 +328,17 @@ def _exports_directory(target: str) -> bool:
 
 
 def _check_export_output(target: str, output: Path, overwrite: bool) -> None:
+    from .models.hf_backend import is_transformers_export
     from .preflight import check_output
     from .transfer import is_model_export
 
     if target.startswith("open_clip:") and output.suffix != ".safetensors":
         raise InvalidInputError(f"open_clip loads safetensors checkpoints by their suffix; name the output *.safetensors "
                                 f"(got {output.name})")
-    check_output(output, is_model_export, overwrite, "platonic model export", directory=_exports_directory(target))
+    if _exports_directory(target):
+        check_output(output, is_transformers_export, overwrite, "platonic transformers export", directory=True)
+    else:
+        check_output(output, lambda p: p.is_file() and is_model_export(p), overwrite, "platonic model export (a file)")
 
 
 @app.command()

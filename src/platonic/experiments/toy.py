@@ -61,7 +61,7 @@ class ToyDualEncoder(DualEncoder):
         return f"toy/{[tuple(p.shape) for p in self._tower.parameters()]}"
 
     def save(self, path, provenance=None) -> None:
-        raise NotImplementedError("toy models are not exported")
+        raise InvalidInputError("toy models are synthetic and have no file format; export a real model instead")
 
     def finetuned(self, edit: torch.Tensor) -> "ToyDualEncoder":
         return ToyDualEncoder(self.spec.removeprefix("toy:") + "-ft", self._tower, self._text, edit)

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ..edit import EditSite, HeadAffineSite
-from ..errors import InvalidInputError
+from ..errors import EditSiteError, InvalidInputError
 from ..hashing import update_with_tensor
 
 
@@ -229,7 +229,7 @@ class DualEncoder(ABC):
         if captured:
             u = torch.cat([c.float().cpu().reshape(-1, c.shape[-1]) for c in captured])
             if u.shape[0] != probes.shape[0]:
-                raise RuntimeError(
+                raise EditSiteError(
                     f"{self.spec}: the head affine ran on {u.shape[0]} rows for {probes.shape[0]} probes; "
                     "it is not a per-image last map, so it cannot take a head edit"
                 )
