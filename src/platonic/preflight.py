@@ -74,13 +74,19 @@ def check_output(path, replaceable=None, overwrite: bool = False, what: str = "o
     refuse_existing(path, replaceable, overwrite, what)
 
 
+def nearest_existing(path: Path) -> tuple[Path, bool]:
+    """(the nearest existing folder at or above `path`, whether it is a directory we can write into)."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe, probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
+
+
 def check_cache_writable() -> Path:
     """The cache root, if it (or the nearest existing folder above it) can be written; else raise."""
     root = cache_root()
-    probe = root
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+    probe, writable = nearest_existing(root)
+    if not writable:
         raise ArtifactError(f"the cache {root} cannot be written ({probe} is not a writable directory); "
                             "set PLATONIC_CACHE to a writable folder")
     return root

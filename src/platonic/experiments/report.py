@@ -13,11 +13,11 @@ byte for byte. Schema: docs/results.md.
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 
 from ..errors import ArtifactError
+from ..preflight import nearest_existing
 from ..storage import atomic_write
 
 SCHEMA = "platonic.results"
@@ -110,10 +110,8 @@ def check_run_directory(path) -> None:
     if path.is_dir() and any(path.iterdir()) and not is_run_directory(path):
         raise ArtifactError(f"{path} is a non-empty directory that is not a platonic run (no results.json); "
                             "give a new or empty directory, or an earlier run's")
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+    probe, writable = nearest_existing(path)
+    if not writable:
         raise ArtifactError(f"cannot write the run directory {path}: {probe} is not writable (or not a directory); "
                             "choose another place")
 

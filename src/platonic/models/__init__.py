@@ -65,28 +65,33 @@ def load_model(spec, device="cpu", dtype=None, **options) -> DualEncoder:
     if isinstance(spec, DualEncoder):
         return spec
     device = as_device(device)
-    if not isinstance(spec, str) or not spec.strip():
-        raise InvalidInputError(f"a model spec must be a non-empty string; accepted forms: {ACCEPTED_FORMS}")
-    prefix, sep, rest = spec.partition(":")
-    if sep and prefix in _BACKEND_MODULES:
-        if not rest:
-            raise InvalidInputError(f"model spec {spec!r} names no model after '{prefix}:'; accepted forms: {ACCEPTED_FORMS}")
+    prefix, rest = _split_spec(spec)
+    if prefix is not None:
         return _loader(prefix)(rest, device=device, dtype=dtype, **options)
     if Path(spec).is_dir():
         return _loader("hf")(spec, device=device, dtype=dtype, **options)
     raise InvalidInputError(f"cannot read model spec {spec!r}; accepted forms: {ACCEPTED_FORMS}")
 
 
+def _split_spec(spec) -> tuple[str | None, str]:
+    """("open_clip" | "hf" | "world", the rest) for a backend-prefixed spec, (None, spec) otherwise; refuses
+    an empty spec and a prefix with nothing after it."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise InvalidInputError(f"a model spec must be a non-empty string; accepted forms: {ACCEPTED_FORMS}")
+    prefix, sep, rest = spec.partition(":")
+    if not (sep and prefix in _BACKEND_MODULES):
+        return None, spec
+    if not rest:
+        raise InvalidInputError(f"model spec {spec!r} names no model after '{prefix}:'; accepted forms: {ACCEPTED_FORMS}")
+    return prefix, rest
+
+
 def check_spec(spec) -> None:
     """Refuse a spec that cannot load, where that is known without building the model (a command runs
     this before its other checks and its work): its form, an open_clip architecture, tag or weights
     file. Hub names and world models are checked when they load."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise InvalidInputError(f"a model spec must be a non-empty string; accepted forms: {ACCEPTED_FORMS}")
-    prefix, sep, rest = spec.partition(":")
-    if sep and prefix in _BACKEND_MODULES:
-        if not rest:
-            raise InvalidInputError(f"model spec {spec!r} names no model after '{prefix}:'; accepted forms: {ACCEPTED_FORMS}")
+    prefix, rest = _split_spec(spec)
+    if prefix is not None:
         if prefix == "open_clip":
             from .open_clip_backend import check_spec as check_open_clip
 
