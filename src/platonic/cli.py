@@ -24,7 +24,7 @@ app = typer.Typer(
 )
 console = Console()
 
-from .world.cli import world_app  # noqa: E402 - typer sub-app; imports nothing heavy
+from .cli_world import world_app  # noqa: E402 - typer sub-app; imports nothing heavy
 
 app.add_typer(world_app, name="world")
 

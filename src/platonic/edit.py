@@ -240,6 +240,11 @@ class AppendedLinearSite(LinearSite):
         setattr(self.parent, self.attr, self.wrapper.inner)
 
 
+def appended_identity_parameters(module: nn.Module) -> list[nn.Parameter]:
+    """The parameters of every appended identity site in `module`: not part of the model, never trained."""
+    return [p for m in module.modules() if isinstance(m, IdentityAppendedLinear) for p in m.linear.parameters()]
+
+
 def embedding_change(z: torch.Tensor, u: torch.Tensor | None, operator: Operator) -> torch.Tensor:
     """D (N, d) such that folding `operator` at strength alpha maps the embeddings z to z + alpha D.
 

@@ -2,13 +2,17 @@
 
 The classification head is the model's own normalised prompt embeddings G (M, d), frozen:
 
-    logits = s * normalise(z(x)) G^T,   L = CE(logits, y) + lambda * sum_l ||dW_l^T dW_l - I||_F
+    logits = s * normalise(z(x)) G^T,
+    L = CE(logits, y) + lambda * sum_l ||dW_l^T dW_l - I||_F + rho * mean_r ||normalise(z(r)) - normalise(z_pre(r))||^2
 
 with the OrthoReg term (method.md §2) over every trainable 2-D parameter's update dW = W - W_0
 (recomputed each step; the Gram matrix on the smaller side; the norm *not* squared), or over
-dW = (alpha / r) B A for LoRA layers. Modes: "full" (the whole tower and its edit site), "attention"
+dW = (alpha / r) B A for LoRA layers, and the optional replay term (weight rho = `replay`) over a batch r
+of `replay_inputs` (other data the fine-tune should leave where it was; z_pre is the model before
+fine-tuning). Modes: "full" (the whole tower and its edit site), "attention"
 (attention projections only, ATT-FT), "lora" (peft LoRA on the tower's attention q/v projections).
 `ascent=True` maximises the loss instead (the gradient-ascent negation baseline).
+An appended identity edit site (`AppendedLinearSite`) is not part of the model and is never trained.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import math
 from typing import Iterable, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .edit import appended_identity_parameters
 from .errors import InvalidInputError
 from .lora import attach_lora, lora_layer_names_without_grad
 from .models import DualEncoder
@@ -38,13 +43,33 @@ class FinetuneConfig(BaseModel):
     lr: float = Field(1e-4, gt=0)
     weight_decay: float = Field(0.1, ge=0)
     warmup_steps: int = Field(0, ge=0)
+    warmup_fraction: float = Field(0.0, ge=0, lt=1)  # warm-up as a fraction of `steps` (at least one step)
     grad_clip: float | None = 1.0
-    logit_scale: float = Field(100.0, gt=0)
+    logit_scale: float | None = Field(100.0, gt=0)  # None: the model's own learned scale
     lora_rank: int = Field(4, ge=1)
     lora_alpha: float = Field(8.0, gt=0)
     orthoreg: float = Field(0.0, ge=0)
+    replay: float = Field(0.0, ge=0)  # rho, weight of the replay term (needs `replay_inputs`)
+    replay_batch_size: int = Field(32, ge=1)
     ascent: bool = False
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_warmup(self) -> "FinetuneConfig":
+        if self.warmup_steps and self.warmup_fraction:
+            raise ValueError("give warmup_steps or warmup_fraction, not both")
+        return self
+
+    def warmup(self) -> int:
+        """Warm-up length in steps: `warmup_steps`, or max(1, int(steps * warmup_fraction))."""
+        if self.warmup_fraction:
+            return max(1, int(self.steps * self.warmup_fraction))
+        return self.warmup_steps
+
+
+# The gradient-ascent negation baseline (method.md §1.7): a short labelled run, loss negated, one
+# fixed budget for every experiment setup (the embedded world and YAML setups alike).
+GRADIENT_ASCENT = FinetuneConfig(mode="full", steps=20, batch_size=64, lr=5e-4, weight_decay=0.0, ascent=True, seed=0)
 
 
 def orthoreg_penalty(deltas: Iterable[torch.Tensor]) -> torch.Tensor:
@@ -66,7 +91,8 @@ def orthoreg_penalty(deltas: Iterable[torch.Tensor]) -> torch.Tensor:
 
 
 def _trainable(ft: DualEncoder, mode: str) -> list[tuple[str, torch.nn.Parameter]]:
-    named = dict(ft.tower.named_parameters())
+    appended = {id(p) for p in appended_identity_parameters(ft.tower)}
+    named = {k: p for k, p in ft.tower.named_parameters() if id(p) not in appended}
     for name, t in ft.edit_site.tensors().items():  # e.g. HF visual_projection lives outside the tower
         if isinstance(t, torch.nn.Parameter) and all(t is not p for p in named.values()):
             named[f"edit_site.{name}"] = t
@@ -88,17 +114,36 @@ def _lora_deltas(tower: torch.nn.Module) -> list[torch.Tensor]:
     return out
 
 
+def _replay_targets(model: DualEncoder, config: FinetuneConfig, replay_inputs) -> torch.Tensor | None:
+    """normalise(z_pre(r)) (R, d) of the replay inputs under the model before fine-tuning, or None."""
+    if not config.replay:
+        if replay_inputs is not None:
+            raise InvalidInputError("replay_inputs were given but config.replay is 0; set replay > 0 to use them")
+        return None
+    if replay_inputs is None or len(replay_inputs) == 0:
+        raise InvalidInputError(f"config.replay = {config.replay} needs replay_inputs: canonical inputs of other data "
+                                "the fine-tune should leave where they were")
+    z = model.encode_probes(replay_inputs).z.to(model.device, torch.float32)
+    return torch.nn.functional.normalize(z, dim=1)
+
+
 def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, prompts, config: FinetuneConfig | None = None,
-             progress: bool = True) -> tuple[DualEncoder, list[float]]:
-    """A fine-tuned copy of `model` and the loss of every step. `inputs` are canonical probes (n, ...)."""
+             progress: bool = True, replay_inputs: torch.Tensor | None = None) -> tuple[DualEncoder, list[float]]:
+    """A fine-tuned copy of `model` and the loss of every step.
+
+    inputs (n, ...) canonical probes with labels (n,) indexing `prompts`; replay_inputs (R, ...) canonical
+    inputs for the replay term (only with `config.replay` > 0).
+    """
     config = config or FinetuneConfig()
     if len(inputs) != len(labels) or len(inputs) == 0:
         raise InvalidInputError(f"fine-tuning needs as many labels as inputs (got {len(inputs)} inputs, {len(labels)} labels)")
     if int(labels.max()) >= len(prompts) or int(labels.min()) < 0:
         raise InvalidInputError(f"labels must index the {len(prompts)} prompts")
+    replay_targets = _replay_targets(model, config, replay_inputs)
     torch.manual_seed(config.seed)
     ft = model.copy_for_new_weights()
     head = torch.nn.functional.normalize(ft.encode_texts(list(prompts)).to(ft.device, torch.float32), dim=1)
+    scale = config.logit_scale if config.logit_scale is not None else model.logit_scale
 
     peft_model = None
     if config.mode == "lora":
@@ -116,14 +161,17 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
 
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
 
+    warmup = config.warmup()
+
     def schedule(step: int) -> float:
-        if step < config.warmup_steps:
-            return (step + 1) / config.warmup_steps
-        progress_frac = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+        if step < warmup:
+            return (step + 1) / warmup
+        progress_frac = (step - warmup) / max(1, config.steps - warmup)
         return 0.5 * (1 + math.cos(math.pi * progress_frac))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     gen = torch.Generator().manual_seed(config.seed)
+    replay_gen = torch.Generator().manual_seed(config.seed + 1)
     order, cursor, losses = torch.randperm(len(inputs), generator=gen), 0, []
     ft.tower.train()
     for _ in track(range(config.steps), description=f"fine-tuning ({config.mode})", enabled=progress):
@@ -132,10 +180,14 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
         idx = order[cursor : cursor + config.batch_size]
         cursor += config.batch_size
         z = ft._forward_tower(ft.prepare_probes(inputs[idx]))
-        logits = config.logit_scale * torch.nn.functional.normalize(z.float(), dim=1) @ head.T
+        logits = scale * torch.nn.functional.normalize(z.float(), dim=1) @ head.T
         loss = torch.nn.functional.cross_entropy(logits, labels[idx].to(logits.device))
         if config.ascent:
             loss = -loss
+        if replay_targets is not None:
+            r = torch.randint(0, len(replay_inputs), (config.replay_batch_size,), generator=replay_gen)
+            z_r = torch.nn.functional.normalize(ft._forward_tower(ft.prepare_probes(replay_inputs[r])).float(), dim=1)
+            loss = loss + config.replay * (z_r - replay_targets[r.to(replay_targets.device)]).pow(2).sum(1).mean()
         if config.orthoreg:
             deltas = _lora_deltas(ft.tower) if peft_model is not None else [p - p0 for p, p0 in zip(params, initial)]
             loss = loss + config.orthoreg * orthoreg_penalty(deltas)

@@ -237,10 +237,21 @@ def write_artifact(path, kind: str, tensors: dict[str, torch.Tensor], meta: dict
     if kind not in KINDS:
         raise InvalidInputError(f"unknown artifact kind {kind!r}; one of {', '.join(KINDS)}")
     record = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "kind": kind, **meta}
-    metadata = {FORMAT_NAME: json.dumps(record, sort_keys=True)}
-    payload = {name: t.detach().cpu().contiguous() for name, t in tensors.items()}
-    return atomic_write(path, lambda tmp: save_file(payload, tmp, metadata=metadata),
-                        replaceable=lambda p: artifact_kind(p) == kind, overwrite=overwrite, what=f"platonic {kind} file")
+    return write_tensors(path, tensors, record, replaceable=lambda p: artifact_kind(p) == kind, overwrite=overwrite,
+                         what=f"platonic {kind} file")
+
+
+def write_tensors(path, tensors: dict[str, torch.Tensor], record: dict | None = None, key: str = FORMAT_NAME,
+                  replaceable=None, overwrite: bool = False, what: str = "file of this kind", make_parents: bool = False) -> Path:
+    """Atomically write `tensors` (copied to CPU, contiguous) as safetensors, with `record` as JSON metadata
+    under `key`: the one writer behind artifacts, world weights and caches. A missing parent folder is an
+    error unless `make_parents` (caches and builds create their own layout; a user's -o path must exist)."""
+    payload = {name: t.detach().cpu().contiguous().clone() for name, t in tensors.items()}
+    metadata = None if record is None else {key: json.dumps(record, sort_keys=True)}
+    if make_parents:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write(path, lambda tmp: save_file(payload, tmp, metadata=metadata), replaceable=replaceable,
+                        overwrite=overwrite, what=what)
 
 
 def platonic_record(path, key: str = FORMAT_NAME) -> dict | None:

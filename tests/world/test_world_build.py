@@ -27,24 +27,26 @@ def test_world_dir_is_versioned_by_recipe():
 
 
 def test_world_build_prints_one_line_per_job_when_not_on_a_terminal(tiny_world):
-    jobs = len(MODEL_NAMES) * (2 + len(TASK_NAMES))
+    jobs = len(MODEL_NAMES) * (1 + len(TASK_NAMES))
     lines = [ln for ln in tiny_world["log"].splitlines() if ln.startswith("building world (tiny): ")]
     counted = [ln for ln in lines if " jobs (" in ln]
     assert [ln.split(": ", 1)[1].split(" ", 1)[0] for ln in counted] == [f"{k}/{jobs}" for k in range(1, jobs + 1)]
-    assert counted[0].split(", ")[1].startswith("pre-training ") and counted[-1].split(", ")[1].startswith("evaluating ")
+    assert counted[0].split(", ")[1].startswith("pre-training ") and counted[-1].split(", ")[1].startswith("fine-tuning ")
     assert lines[-1].startswith("building world (tiny): complete")
 
 
 def test_build_writes_every_artifact_and_report(tiny_world):
     path = tiny_world["path"]
     assert (path / "COMPLETE").exists() and path.parent == tiny_world["root"] / "world"
+    build = json.loads((path / "build.json").read_text())
+    assert set(build["sources"]) == set(wb.KINDS) and build["sources"]["lora"]["mode"] == "lora"
     for m in MODEL_NAMES:
         _, meta = load_weights(path / "models" / m / "base.safetensors")
         assert meta["spec"]["name"] == m and meta["provenance"]["kind"] == "pretrained"
         for t in TASK_NAMES:
             for kind in wb.KINDS:
                 _, prov = load_weights(path / "models" / m / "ft" / f"{t}.{kind}.safetensors")
-                assert prov["kind"] == kind and prov["task"] == t
+                assert prov["kind"] == kind and prov["task"] == t and prov["finetune"]["mode"] == kind
     report = json.loads((path / "report.json").read_text())
     for m in MODEL_NAMES:
         r = report["models"][m]
@@ -88,7 +90,7 @@ def test_rebuild_with_same_seed_gives_identical_weights(tiny_world, tmp_path):
 def test_cli_build_uses_cache(tiny_world):
     from typer.testing import CliRunner
 
-    from platonic.world.cli import world_app
+    from platonic.cli_world import world_app
 
     result = CliRunner().invoke(world_app, ["build", "--profile", "tiny", "--quiet"])
     assert result.exit_code == 0, result.output

@@ -34,19 +34,17 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import InvalidInputError
-from ..finetune import FinetuneConfig, finetune
+from ..finetune import GRADIENT_ASCENT, FinetuneConfig, finetune
 from ..measurement import load_finetuned
 from ..models import has_backend_prefix, load_model, resolve_spec_paths, spec_files
 from ..models.images import canonical_images, image_files
 from ..progress import track
 from ..prompts import fill_template
 from ..task_vector import TaskVector
-from ..world.data import PROBES_PER_CLASS, PROBE_SEED, probe_indices  # the paper's probe draw (method.md §1.6)
+from ..data.probes import PROBES_PER_CLASS, PROBE_SEED, probe_indices  # the paper's probe draw (method.md §1.6)
 from .diagnostics import descriptor_cosines
 from .setup import EvalSet, ExperimentSetup, TaskSpec, measure_on_grids
 
-# Gradient ascent baseline (negation): a short labelled run with a fixed budget, the loss negated.
-ASCENT = FinetuneConfig(mode="full", steps=20, batch_size=32, lr=1e-5, weight_decay=0.0, ascent=True, seed=0)
 
 
 class DataSetConfig(BaseModel):
@@ -81,7 +79,7 @@ class ExperimentConfig(BaseModel):
     controls: dict[str, DataSetConfig] = Field(default_factory=dict)
     sources: dict[str, dict[str, str]] = Field(default_factory=dict)
     finetune: FinetuneConfig | None = None
-    gradient_ascent: FinetuneConfig = ASCENT
+    gradient_ascent: FinetuneConfig = GRADIENT_ASCENT
     related_group: list[str] = Field(default_factory=list)
     held_out: str | None = None
     probes_per_class: int = Field(PROBES_PER_CLASS, ge=1)

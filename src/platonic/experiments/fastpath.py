@@ -20,6 +20,7 @@ import torch
 from ..bank import Operator
 from ..edit import embedding_change
 from ..measurement import EmbeddingCache, target_grid
+from ..metrics import top1
 from ..models import DualEncoder, ProbeEmbeddings
 from ..solve import RidgeSolver
 from .setup import EvalSet, ExperimentSetup
@@ -117,13 +118,10 @@ class FeatureStore:
         if terms and alpha:
             change = sum(c * self.delta(target, eval_set, key) for key, c in terms)
             z = z + alpha * change
-        logits = torch.nn.functional.normalize(z, dim=1) @ self.prompt_embeddings(target, eval_set).T
-        return float((logits.argmax(dim=1) == eval_set.labels).double().mean())
+        return top1(z, self.prompt_embeddings(target, eval_set), eval_set.labels)
 
 
 def accuracy_end_to_end(model: DualEncoder, eval_set: EvalSet) -> float:
     """Top-1 accuracy of a (really edited) model, encoding everything again."""
     z = model.encode_probes(eval_set.inputs).z.double()
-    g = torch.nn.functional.normalize(model.encode_texts(list(eval_set.prompts)).double(), dim=1)
-    logits = torch.nn.functional.normalize(z, dim=1) @ g.T
-    return float((logits.argmax(dim=1) == eval_set.labels).double().mean())
+    return top1(z, model.encode_texts(list(eval_set.prompts)).double(), eval_set.labels)

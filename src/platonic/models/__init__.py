@@ -33,7 +33,7 @@ Loader = Callable[..., DualEncoder]
 _BACKEND_MODULES = {
     "open_clip": "platonic.models.open_clip_backend",
     "hf": "platonic.models.hf_backend",
-    "world": "platonic.world.zoo",
+    "world": "platonic.world.backend",
 }
 _LOADERS: dict[str, Loader] = {}
 

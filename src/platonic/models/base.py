@@ -151,6 +151,18 @@ class DualEncoder(ABC):
         """The whole model (both towers); its state dict is what the fingerprint hashes."""
         return self.tower
 
+    @property
+    def logit_scale(self) -> float:
+        """The learned temperature s = exp(t) of the image-text logits s <f(x), g(p)>.
+
+        open_clip and transformers (CLIP, SigLIP) keep t as `logit_scale`, CLAP as `logit_scale_a`.
+        """
+        for name in ("logit_scale", "logit_scale_a"):
+            t = getattr(self.module, name, None)
+            if isinstance(t, torch.Tensor):
+                return float(t.detach().float().exp())
+        raise InvalidInputError(f"{self.spec}: no learned logit scale found on the model; give FinetuneConfig.logit_scale")
+
     # -- shared behaviour -----------------------------------------------------------------------
     @property
     def device(self) -> torch.device:

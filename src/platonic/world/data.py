@@ -25,7 +25,7 @@ Controls (no probe, no fine-tune; the roles of CIFAR-100 and ImageNet):
     symbols        12 classes  punctuation/symbol glyphs in test fonts, "a photo of a {}."
 
 Probes: 30 per class drawn from the task's train split by a seeded random permutation (seed 42, no
-per-class quota), N = 30 x classes, as in method.md §1.6.
+per-class quota), N = 30 x classes, as in method.md §1.6 (`platonic.data.probes`, shared with YAML setups).
 """
 
 from __future__ import annotations
@@ -40,14 +40,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..data.probes import PROBES_PER_CLASS, probe_indices
 from ..errors import PlatonicError
 
 CANONICAL_SIZE = 32
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 AENIGMA_DIR = Path("/usr/share/fonts/truetype/aenigma")
 DEJAVU_DIR = Path("/usr/share/fonts/truetype/dejavu")
-PROBES_PER_CLASS = 30
-PROBE_SEED = 42
 
 
 class MissingDataError(PlatonicError, FileNotFoundError):
@@ -167,12 +166,6 @@ class TaskData:
     def probes(self) -> torch.Tensor:
         """Canonical probes (N, 3, S, S) uint8: 30 x classes train images, seed 42."""
         return self.train.images[self.probe_index]
-
-
-def probe_indices(n_train: int, n_classes: int, per_class: int = PROBES_PER_CLASS, seed: int = PROBE_SEED) -> torch.Tensor:
-    """First per_class * n_classes entries of a seeded random permutation of the train split (no quota)."""
-    g = torch.Generator().manual_seed(seed)
-    return torch.randperm(n_train, generator=g)[: min(n_train, per_class * n_classes)]
 
 
 # -- real data: Fashion-MNIST ---------------------------------------------------------------------

@@ -17,7 +17,8 @@ Model specs for `platonic.models.load_model`:
     world:NAME               the pre-trained model
     world:NAME/TASK          NAME after full fine-tuning of its image tower on TASK
     world:NAME/TASK/lora     NAME after the light (LoRA rank 4) fine-tune on TASK
-The world is built on first use (profile from $PLATONIC_WORLD_PROFILE, default "full").
+The world is built on first use (profile from $PLATONIC_WORLD_PROFILE, default "full"); the loader
+and its registration live in `platonic.world.backend`.
 """
 
 from __future__ import annotations
@@ -30,14 +31,12 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 from safetensors import safe_open
-from safetensors.torch import save_file
 from torch import nn
 
 from ..edit import AppendedLinearSite, EditSite, HeadAffineSite, LinearSite, ProjectionParameter
 from ..errors import ArtifactError, InvalidInputError
-from ..models import register_backend
 from ..models.base import DualEncoder
-from ..storage import atomic_write
+from ..storage import write_tensors
 from .data import CANONICAL_SIZE
 from .nets import TOWERS, LogitHead, TextHead
 from .text import SENTENCE_DIM, SENTENCE_MODEL, SentenceEncoder
@@ -204,11 +203,8 @@ def spec_to_json(spec: ModelSpec) -> dict:
 
 
 def save_weights(path, state: dict, meta: dict) -> Path:
-    """Atomic safetensors write of `state` (cloned, contiguous) with `meta` as JSON metadata."""
-    payload = {k: v.detach().cpu().contiguous().clone() for k, v in state.items()}
-    metadata = {META_KEY: json.dumps(meta, sort_keys=True)}
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write(path, lambda tmp: save_file(payload, tmp, metadata=metadata))
+    """Atomic safetensors write of `state` with `meta` as JSON metadata (key "platonic_world")."""
+    return write_tensors(path, state, meta, key=META_KEY, make_parents=True)
 
 
 def load_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
@@ -229,32 +225,3 @@ def model_from_state(spec: ModelSpec, state: dict, spec_string: str | None = Non
         p.requires_grad_(False)
     module.to(device=device, dtype=dtype) if dtype is not None else module.to(device=device)
     return WorldModel(spec, module, spec_string)
-
-
-# -- the `world:` backend -----------------------------------------------------------------------
-
-def load_world_model(name: str, device="cpu", dtype=None, root: Path | None = None) -> WorldModel:
-    """Load `NAME`, `NAME/TASK` (full fine-tune) or `NAME/TASK/lora` from the built world (built if needed)."""
-    from .build import ensure_world
-
-    parts = name.strip().split("/")
-    if parts[0] not in SPECS or len(parts) > 3:
-        raise InvalidInputError(
-            f"unknown world model {name!r}; models: {', '.join(MODEL_NAMES)} (optionally /TASK or /TASK/lora)"
-        )
-    world = Path(root) if root is not None else ensure_world()
-    spec = SPECS[parts[0]]
-    state, _ = load_weights(world / "models" / spec.name / "base.safetensors")
-    if len(parts) >= 2:
-        from .data import TASKS
-
-        task = parts[1]
-        kind = parts[2] if len(parts) == 3 else "full"
-        if task not in TASKS or kind not in ("full", "lora"):
-            raise InvalidInputError(f"world model {name!r}: task must be one of {', '.join(TASKS)} and kind full or lora")
-        ft, _ = load_weights(world / "models" / spec.name / "ft" / f"{task}.{kind}.safetensors")
-        state = {**state, **{f"image.{k}": v for k, v in ft.items()}}
-    return model_from_state(spec, state, f"world:{name}", device=device, dtype=dtype)
-
-
-register_backend("world", load_world_model)

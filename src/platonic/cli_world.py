@@ -5,12 +5,10 @@ Errors are one line on stderr (`error: ...`, exit code 2), as everywhere in the 
 
 from __future__ import annotations
 
-import json
-
 import typer
 
-from ..cli_errors import fail
-from ..errors import PlatonicError
+from .cli_errors import fail
+from .errors import PlatonicError
 
 world_app = typer.Typer(help="The embedded world: real small data, a zoo of tiny dual encoders, fine-tuned sources.",
                         no_args_is_help=True, rich_markup_mode=None)
@@ -24,17 +22,18 @@ def build(
     workers: int = typer.Option(2, "--workers", min=1, help="single-threaded worker processes"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress (bars on a terminal, one line per job in a log)"),
 ):
-    """Build (or find in the cache) the world and print where its report is."""
-    from ..preflight import check_cache_writable
-    from .build import build_world, check_profile
+    """Build (or find in the cache) the world, measure its report (the experiment engine) and print its checks."""
+    from .experiments.world_checks import world_report
+    from .preflight import check_cache_writable
+    from .world.build import build_world, check_profile
 
     try:
         check_profile(profile)
         check_cache_writable()
         path = build_world(profile, seed=seed, force=force, progress=not quiet, workers=workers)
+        report = world_report(path, progress=not quiet, force=force)
     except PlatonicError as exc:  # the world's MissingDataError included
         fail(exc)
-    report = json.loads((path / "report.json").read_text())
     checks = report["summary"]["checks"]
     typer.echo(f"world: {path}")
     typer.echo(f"report: {path / 'report.md'}")
@@ -45,7 +44,7 @@ def build(
 @world_app.command("path")
 def where(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed")):
     """Print the cache directory of a world build (built or not)."""
-    from .build import world_dir
+    from .world.build import world_dir
 
     try:
         typer.echo(str(world_dir(profile, seed)))

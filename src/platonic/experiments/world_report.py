@@ -1,10 +1,9 @@
-"""The build report as Markdown (the JSON report holds the same numbers and every cell)."""
+"""The world report as Markdown (report.json holds the same numbers and every cell; see world_checks)."""
 
 from __future__ import annotations
 
-from .data import CONTROL_NAMES, TASK_NAMES
-
-KINDS = ("full", "lora")
+from ..world.data import CONTROL_NAMES, TASK_NAMES
+from .world_checks import KINDS
 
 
 def _p(x: float) -> str:

@@ -1,0 +1,162 @@
+"""Does the world behave like the paper's models? Its acceptance figures, measured by the experiment engine.
+
+Everything goes through the library: `measure` for descriptors (`measure_on_grids`), the fast path for
+every closed-form cell (`FeatureStore`: exact for a last-affine edit, see `fastpath`), and `top1` for
+accuracy. Per source kind (full, LoRA):
+
+- zero-shot and fine-tuned accuracy of every (model, task) on its test split, and the controls after
+  each fine-tune;
+- oracle: model i's own descriptor of t, solved on i and folded at alpha = 1; recovery =
+  sum_t (acc_oracle - acc_zero_shot) / sum_t (acc_finetuned - acc_zero_shot), per model;
+- cross-model: source j's descriptor solved on target i, folded at alpha = 0.5;
+- descriptor agreement (`descriptor_cosines`): same-task cross-model cosine, mean over model pairs
+  (paper: 0.473), against the cross-task within-model cosine, what model i's fine-tune on s changed
+  on t's grid vs its fine-tune on t.
+
+`world_report(path)` writes report.json and report.md into the world's directory (once; cached).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..metrics import top1
+from ..storage import atomic_write
+from .diagnostics import descriptor_cosines
+from .fastpath import FeatureStore, single_thread
+from .setup import ExperimentSetup, measure_on_grids
+
+KINDS = ("full", "lora")
+REPORT_VERSION = 2
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def measure_world(path: Path, progress: bool = False) -> dict:
+    """The raw figures of a built world: per model, per kind, per task; agreement; cross-model cells."""
+    from .world_setup import world_parts
+
+    world = world_parts(path)
+    models, tasks, controls = world.models, world.tasks, world.controls
+    names, task_names, control_names = list(models), list(tasks), list(controls)
+    out = {"models": {m: {"zero_shot": {}, "finetuned": {}, "controls_after": {}, "oracle": {}} for m in names},
+           "agreement": {}, "transfer": {}}
+    with single_thread():
+        base_store = FeatureStore(ExperimentSetup("world", models, tasks, controls, {}))
+        for m in names:
+            sets = {**{t: tasks[t].test for t in task_names}, **controls}
+            out["models"][m]["zero_shot"] = {s: base_store.accuracy(m, e) for s, e in sets.items()}
+        for kind in KINDS:
+            after: dict = {}
+
+            def load(model: str, task: str, kind=kind, after=after):
+                ft = world.finetuned(model, task, kind)
+                for name, eval_set in [(task, tasks[task].test), *controls.items()]:
+                    z = base_store.cache.probes(ft, eval_set.inputs, progress=False).z.double()
+                    after[(model, task, name)] = top1(z, base_store.prompt_embeddings(model, eval_set), eval_set.labels)
+                return ft
+
+            descriptors, on_grid = measure_on_grids(models, tasks, load, progress=progress)
+            store = FeatureStore(ExperimentSetup("world", models, tasks, controls, descriptors), cache=base_store.cache)
+            for m in names:
+                r = out["models"][m]
+                r["finetuned"][kind] = {t: after[(m, t, t)] for t in task_names}
+                r["controls_after"][kind] = {t: {c: after[(m, t, c)] for c in control_names} for t in task_names}
+                r["oracle"][kind] = {}
+                for t in task_names:
+                    store.operator(m, (m, t), descriptors[(m, t)])
+                    r["oracle"][kind][t] = store.accuracy(m, tasks[t].test, [((m, t), 1.0)], alpha=1.0)
+            cells = {}
+            for tgt in names:
+                for t in task_names:
+                    for src in names:
+                        if src != tgt:
+                            store.operator(tgt, (src, t), descriptors[(src, t)])
+                            cells[f"{src}->{tgt}/{t}"] = store.accuracy(tgt, tasks[t].test, [((src, t), 1.0)], alpha=0.5)
+                store.drop_deltas(tgt)
+            out["transfer"][kind] = cells
+            cos = descriptor_cosines(names, task_names, on_grid)["cosine"]
+            out["agreement"][kind] = {t: {"same_task_cross_model": c["cross_model"], "cross_task_within_model": c["cross_task"]}
+                                      for t, c in cos.items()}
+    for m in names:
+        out["models"][m].update({"logit_scale": models[m].logit_scale, "embed_dim": models[m].embed_dim,
+                                 "site": models[m].edit_site.describe(), "fingerprint": models[m].fingerprint})
+    return out
+
+
+def summarise(report: dict) -> dict:
+    """The acceptance numbers: per model means, gains, recovery; per task cosines; overall means; checks."""
+    models = report["models"]
+    tasks = list(report["agreement"]["full"])
+    controls = list(next(iter(models.values()))["controls_after"]["full"][tasks[0]])
+    s = {"per_model": {}, "per_task": {}, "overall": {}}
+    for m, r in models.items():
+        zs = _mean(r["zero_shot"][t] for t in tasks)
+        row = {"zero_shot": zs, "controls_zero_shot": {c: r["zero_shot"][c] for c in controls}, "logit_scale": r["logit_scale"]}
+        for kind in KINDS:
+            ft = _mean(r["finetuned"][kind][t] for t in tasks)
+            gain = sum(r["finetuned"][kind][t] - r["zero_shot"][t] for t in tasks)
+            oracle_gain = sum(r["oracle"][kind][t] - r["zero_shot"][t] for t in tasks)
+            cross = [v for k, v in report["transfer"][kind].items() if k.split("->")[1].startswith(m + "/")]
+            row[kind] = {"finetuned": ft, "gain": ft - zs, "oracle_alpha1": _mean(r["oracle"][kind][t] for t in tasks),
+                         "oracle_recovery": oracle_gain / gain if gain else float("nan"), "cross_model_alpha05": _mean(cross),
+                         "controls_after": {c: _mean(r["controls_after"][kind][t][c] for t in tasks) for c in controls}}
+        s["per_model"][m] = row
+    for kind in KINDS:
+        ag = report["agreement"][kind]
+        for t in tasks:
+            row = s["per_task"].setdefault(t, {})
+            row[kind] = dict(ag[t])
+            row["zero_shot_mean"] = _mean(models[m]["zero_shot"][t] for m in models)
+            row["zero_shot_max"] = max(models[m]["zero_shot"][t] for m in models)
+            row["zero_shot_min"] = min(models[m]["zero_shot"][t] for m in models)
+        s["overall"][kind] = {
+            "same_task_cross_model": _mean(ag[t]["same_task_cross_model"] for t in tasks),
+            "cross_task_within_model": _mean(ag[t]["cross_task_within_model"] for t in tasks),
+            **{key: _mean(s["per_model"][m][kind][name] for m in models) for key, name in (
+                ("oracle_recovery", "oracle_recovery"), ("finetune_gain", "gain"),
+                ("cross_model_alpha05", "cross_model_alpha05"), ("oracle_alpha1", "oracle_alpha1"))},
+        }
+    s["overall"]["zero_shot"] = _mean(s["per_model"][m]["zero_shot"] for m in models)
+    s["checks"] = checks(s)
+    return s
+
+
+def checks(s: dict) -> dict:
+    """PASS / FAIL of each acceptance bar of the world (docs/world.md)."""
+    pm = s["per_model"]
+    out = {
+        "zero_shot_25_75_every_model": all(0.25 <= r["zero_shot"] <= 0.75 for r in pm.values()),
+        "no_task_above_95_zero_shot_by_every_model": all(t["zero_shot_min"] <= 0.95 for t in s["per_task"].values()),
+    }
+    for kind in KINDS:
+        o = s["overall"][kind]
+        out[f"{kind}: finetune_gain_15_every_model"] = all(r[kind]["gain"] >= 0.15 for r in pm.values())
+        out[f"{kind}: same_task_cosine_mean_0.3"] = o["same_task_cross_model"] >= 0.3
+        out[f"{kind}: same_task_above_cross_task"] = o["same_task_cross_model"] > o["cross_task_within_model"] + 0.1
+        out[f"{kind}: oracle_recovery_40"] = o["oracle_recovery"] >= 0.4
+    return out
+
+
+def world_report(path, progress: bool = False, force: bool = False) -> dict:
+    """The world's report (measured once, then read from report.json); writes report.json and report.md."""
+    from .world_report import markdown_report
+
+    path = Path(path)
+    target = path / "report.json"
+    if target.exists() and not force:
+        report = json.loads(target.read_text())
+        if report.get("report_version") == REPORT_VERSION:
+            return report
+    report = measure_world(path, progress=progress)
+    report["summary"] = summarise(report)
+    build = json.loads((path / "build.json").read_text())
+    report.update({"report_version": REPORT_VERSION, **{k: build[k] for k in (
+        "profile", "seed", "world_version", "recipe", "workers", "threads_per_worker", "timings_s", "pretrain", "finetune_seconds")}})
+    atomic_write(target, lambda tmp: Path(tmp).write_text(json.dumps(report, indent=1, sort_keys=True)))
+    atomic_write(path / "report.md", lambda tmp: Path(tmp).write_text(markdown_report(report)))
+    return report

@@ -1,0 +1,37 @@
+"""The `world:` backend: `load_model("world:NAME[/TASK[/lora]]")` loads a zoo model from the built world.
+
+Importing this module registers the backend; `platonic.models` imports it on the first `world:` spec.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InvalidInputError
+from ..models import register_backend
+from .build import ensure_world
+from .data import TASKS
+from .zoo import MODEL_NAMES, SPECS, WorldModel, load_weights, model_from_state
+
+
+def load_world_model(name: str, device="cpu", dtype=None, root: Path | None = None) -> WorldModel:
+    """Load `NAME`, `NAME/TASK` (full fine-tune) or `NAME/TASK/lora` from the built world (built if needed)."""
+    parts = name.strip().split("/")
+    if parts[0] not in SPECS or len(parts) > 3:
+        raise InvalidInputError(
+            f"unknown world model {name!r}; models: {', '.join(MODEL_NAMES)} (optionally /TASK or /TASK/lora)"
+        )
+    world = Path(root) if root is not None else ensure_world()
+    spec = SPECS[parts[0]]
+    state, _ = load_weights(world / "models" / spec.name / "base.safetensors")
+    if len(parts) >= 2:
+        task = parts[1]
+        kind = parts[2] if len(parts) == 3 else "full"
+        if task not in TASKS or kind not in ("full", "lora"):
+            raise InvalidInputError(f"world model {name!r}: task must be one of {', '.join(TASKS)} and kind full or lora")
+        ft, _ = load_weights(world / "models" / spec.name / "ft" / f"{task}.{kind}.safetensors")
+        state = {**state, **{f"image.{k}": v for k, v in ft.items()}}
+    return model_from_state(spec, state, f"world:{name}", device=device, dtype=dtype)
+
+
+register_backend("world", load_world_model)
