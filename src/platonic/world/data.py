@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from ..data.probes import PROBES_PER_CLASS, probe_indices
-from ..errors import PlatonicError
+from ..errors import InvalidInputError, PlatonicError
 
 CANONICAL_SIZE = 32
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -354,7 +354,7 @@ def _draw_shape(draw, kind: str, cx: float, cy: float, r: float, colour, rng) ->
         draw.rectangle([cx - r, cy - w, cx + r, cy + w], fill=colour)
         draw.rectangle([cx - w, cy - r, cx + w, cy + r], fill=colour)
     else:  # pragma: no cover
-        raise ValueError(kind)
+        raise InvalidInputError(f"unknown shape {kind!r}; one of {', '.join(SHAPES)}")
 
 
 def _shape_image(label: int, rng) -> np.ndarray:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..edit import AppendedLinearSite
+from ..errors import InvalidInputError
 
 
 class Attention(nn.Module):
@@ -112,7 +113,7 @@ class MAPViT(_ViTBody):
 
     def __init__(self, img: int, patch: int, width: int, depth: int, heads: int, embed_dim: int):
         if embed_dim != width:
-            raise ValueError("MAPViT's embedding width is its token width")
+            raise InvalidInputError(f"MAPViT's embedding width is its token width: give embed_dim={width}, not {embed_dim}")
         super().__init__(img, patch, width, depth, heads, cls=False)
         self.head = MAPHead(width, heads)
 
@@ -213,7 +214,7 @@ class Mixer(nn.Module):
     def __init__(self, img: int, patch: int, width: int, depth: int, embed_dim: int):
         super().__init__()
         if embed_dim != width:
-            raise ValueError("Mixer's embedding width is its token width")
+            raise InvalidInputError(f"Mixer's embedding width is its token width: give embed_dim={width}, not {embed_dim}")
         self.patch = nn.Conv2d(3, width, patch, patch)
         tokens = (img // patch) ** 2
         self.blocks = nn.Sequential(*(MixerBlock(tokens, width) for _ in range(depth)))
@@ -236,7 +237,7 @@ class TextHead(nn.Module):
         elif design == "mlp":
             self.net = nn.Sequential(nn.Linear(in_dim, 512), nn.GELU(), nn.Linear(512, embed_dim))
         else:
-            raise ValueError(f"unknown text head design {design!r}")
+            raise InvalidInputError(f"unknown text head design {design!r}; use 'linear' or 'mlp'")
 
     def forward(self, s):
         return self.net(s)
