@@ -225,13 +225,13 @@ class _LeftFactor:
     def __init__(self, F: torch.Tensor, mu_rel: float, pool: torch.Tensor | None, weight_rel: float | None):
         n, k = F.shape
         self.F = F
-        energy = float(F.square().sum())  # ||F||_F^2 = sum of s_a^2
-        self.mu = mu_rel * energy / min(n, k)
-        if self.mu <= 0:
-            raise InvalidInputError("F is all zeros; the target's probe embeddings carry no signal")
         self.lam = None
         self.wide = n < k and pool is None  # work with the (N, N) Gram instead of (k, k)
         gram = F @ F.T if self.wide else F.T @ F
+        energy = float(torch.diagonal(gram).sum())  # ||F||_F^2 = sum of s_a^2
+        self.mu = mu_rel * energy / min(n, k)
+        if self.mu <= 0:
+            raise InvalidInputError("F is all zeros; the target's probe embeddings carry no signal")
         if pool is not None:
             pool_energy = float(pool.square().sum())
             if pool_energy <= 0:
