@@ -120,3 +120,20 @@ def test_retention_is_withheld_when_the_oracle_gains_under_a_point():
     ret = retention(means)
     assert ret["A"] == pytest.approx(0.5)
     assert ret["B"] is None  # a 0.5-point oracle gain: the ratio (-400%) would be noise
+
+
+def test_feature_store_with_an_anchor_pool_solves_anchored(setup):
+    """The fast path's anchored solve: the pool through each target's design rows, recorded in the operator."""
+    from platonic import RidgeSolver, digest_probes
+    from platonic.measurement import design_rows, target_grid
+
+    pool = setup.tasks["t2"].probes
+    store = FeatureStore(setup, anchor_images=pool, anchor_weight=0.5)
+    desc = setup.descriptors[("m1", "t0")]
+    op = store.operator("m0", ("real", "m1", "t0"), desc)
+    assert op.solve_record["kind"] == "anchored" and op.solve_record["anchor_digest"] == digest_probes(pool)
+    model, spec = setup.models["m0"], setup.tasks["t0"]
+    F, G = target_grid(model, spec.probes, spec.prompts, cache=store.cache, progress=False)
+    X = RidgeSolver(F, G, anchor=design_rows(model, pool, cache=store.cache, progress=False), anchor_weight=0.5).solve(desc.matrix)
+    assert torch.equal(op.delta, (X.T if op.form == "linear" else X).contiguous())
+    assert FeatureStore(setup).operator("m0", ("real", "m1", "t0"), desc).solve_record["kind"] == "paper"

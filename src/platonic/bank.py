@@ -61,6 +61,9 @@ class Operator:
         grid: the probe grid it was solved on (None for sums over several grids).
         mu_a, mu_b: relative ridge weights used; residual: first-order relative residual (single solves).
         provenance: where the descriptor came from (single solves) and when this was made.
+        solve_record: how it was solved (`RidgeSolver.describe()`: kind "paper" | "anchored", rank,
+            truncation, anchor_weight, n_anchor, plus anchor_digest, the sha256 of the canonical pool
+            inputs); kept by scaling and by sums of operators solved alike, else None.
     """
 
     delta: torch.Tensor
@@ -72,6 +75,7 @@ class Operator:
     mu_b: float | None = None
     residual: float | None = None
     provenance: Provenance = field(default_factory=Provenance)
+    solve_record: dict | None = field(default=None, hash=False)  # a dict: not hashable
 
     def __post_init__(self):
         if self.form not in FORMS:
@@ -97,12 +101,14 @@ class Operator:
         mu_a: float = DEFAULT_MU_A,
         mu_b: float = DEFAULT_MU_B,
         solver: RidgeSolver | None = None,
+        anchor_digest: str | None = None,
     ) -> "Operator":
         """Solve `descriptor` on the target grid.
 
         F: (N, d) target probe embeddings (form "linear") or the design matrix H (N, p + 1) (form
         "head_affine"); G: (M, d) target prompt embeddings; both on the descriptor's probes and prompts.
-        A ready `solver` for (F, G) may be passed instead (F and G are then ignored, pass None).
+        A ready `solver` for (F, G) may be passed instead (F and G are then ignored, pass None); an
+        anchored or rank-capped solve comes as such a solver. `anchor_digest` names its pool's inputs.
         """
         if not isinstance(descriptor, Descriptor):
             raise InvalidInputError(f"Operator.solve needs a Descriptor; got {type(descriptor).__name__}")
@@ -125,6 +131,7 @@ class Operator:
             mu_b=solver.mu_b,
             residual=solver.relative_residual(X.double(), descriptor.matrix),
             provenance=descriptor.provenance,
+            solve_record={**solver.describe(), "anchor_digest": anchor_digest},
         )
 
     # -- algebra --------------------------------------------------------------------------------
@@ -155,6 +162,7 @@ class Operator:
             terms=terms,
             grid=self.grid if self.grid == other.grid else None,
             provenance=Provenance(source="composition", finetune="derived", created=utc_now()),
+            solve_record=self.solve_record if self.solve_record == other.solve_record else None,
         )
 
     def __add__(self, other):
@@ -186,6 +194,7 @@ class Operator:
             mu_b=self.mu_b,
             residual=self.residual,
             provenance=self.provenance,
+            solve_record=self.solve_record,
         )
 
     __rmul__ = __mul__
@@ -211,6 +220,7 @@ class Operator:
             "mu_b": self.mu_b,
             "residual": self.residual,
             "provenance": self.provenance.to_json(),
+            "solve": self.solve_record,
         }
 
     @classmethod
@@ -225,6 +235,7 @@ class Operator:
             mu_b=meta.get("mu_b"),
             residual=meta.get("residual"),
             provenance=Provenance.from_json(meta["provenance"]),
+            solve_record=meta.get("solve"),
         )
 
     def save(self, path, overwrite: bool = False) -> None:

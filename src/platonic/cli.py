@@ -111,13 +111,15 @@ def _validate_artifact(path: Path, kind: str) -> None:
 
 def _print_operators(metas, deltas, title: str) -> None:
     table = Table(title=title)
-    for col in ("terms", "form", "shape", "norm", "residual", "mu_a", "mu_b"):
+    for col in ("terms", "form", "shape", "norm", "residual", "mu_a", "mu_b", "solve"):
         table.add_column(col)
     for meta, delta in zip(metas, deltas):
         terms = " ".join(f"{t['coefficient']:+g}*{t['task']}@{t['source']}" for t in meta["terms"])
         fmt = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
+        record = meta.get("solve") or {}
+        kind = record.get("kind", "-") + (f" w={record['anchor_weight']:g}" if record.get("anchor_weight") else "")
         table.add_row(terms, meta["form"], str(tuple(delta.shape)), f"{float(delta.double().norm()):.4g}",
-                      fmt(meta.get("residual")), fmt(meta.get("mu_a")), fmt(meta.get("mu_b")))
+                      fmt(meta.get("residual")), fmt(meta.get("mu_a")), fmt(meta.get("mu_b")), kind)
     console.print(table)
 
 
@@ -151,8 +153,9 @@ def parse_terms(text: str) -> dict[str, float]:
     return terms
 
 
-def load_probes(path: Path):
-    """A folder of images (made canonical) or a .safetensors file holding a tensor named 'probes'."""
+def load_probes(path: Path, option: str = "--probes"):
+    """A folder of images (made canonical) or a .safetensors file holding a tensor named 'probes' (`option`
+    names the flag in errors)."""
     from safetensors.torch import load_file
 
     from .errors import ArtifactError
@@ -164,14 +167,14 @@ def load_probes(path: Path):
         try:
             tensors = load_file(str(path))
         except Exception as exc:  # noqa: BLE001 - safetensors raises several types for damaged files
-            raise ArtifactError(f"--probes {path} is not a readable safetensors file ({type(exc).__name__}); "
+            raise ArtifactError(f"{option} {path} is not a readable safetensors file ({type(exc).__name__}); "
                                 "it may be truncated") from None
         if "probes" not in tensors:
             raise InvalidInputError(f"{path} holds no tensor named 'probes' (it has: {', '.join(tensors) or 'none'})")
         return tensors["probes"]
     if not path.exists():
-        raise InvalidInputError(f"--probes {path} does not exist; give a folder of images or a .safetensors file")
-    raise InvalidInputError(f"--probes {path}: give a folder of images or a .safetensors file with a 'probes' tensor")
+        raise InvalidInputError(f"{option} {path} does not exist; give a folder of images or a .safetensors file")
+    raise InvalidInputError(f"{option} {path}: give a folder of images or a .safetensors file with a 'probes' tensor")
 
 
 def read_prompts(prompts: Path | None, classes: str | None, template: str) -> list[str]:
@@ -276,6 +279,12 @@ def solve(
     probes: list[Path] = typer.Option([], "--probes", help="Probe files/folders, if not in the probe store."),
     mu_a: float = typer.Option(1e-2, "--mu-a", help="Relative ridge weight on the probe side."),
     mu_b: float = typer.Option(1e-6, "--mu-b", help="Relative ridge weight on the prompt side."),
+    solve_kind: str = typer.Option("paper", "--solve", help="paper (method §1.2) or anchored: also keep the "
+                                   "affinities of a pool of unlabeled images unchanged (needs --anchor-images)."),
+    anchor_images: Path = typer.Option(None, "--anchor-images", help="The anchored solve's pool: a folder of "
+                                       "unlabeled images, or .safetensors with a 'probes' tensor."),
+    anchor_weight: float = typer.Option(1.0, "--anchor-weight", help="Relative weight of the pool (1: as much as "
+                                        "the probes; lambda = w ||F||^2 / ||F_pool||^2)."),
     device: str = _device_option(),
     overwrite: bool = _overwrite_option(),
 ) -> None:
@@ -286,21 +295,24 @@ def solve(
     from .models import check_spec, load_model
     from .preflight import check_cache_writable, check_output, refuse_output_among_inputs
     from .storage import artifact_kind
-    from .transfer import solve_bank
+    from .transfer import check_solve_kind, solve_bank
 
     try:
         as_device(device)
         check_spec(target)
-        refuse_output_among_inputs({"-o": output}, _input_paths(target, *descriptors, *probes))
+        check_solve_kind(solve_kind, anchor_images is not None, anchor_weight)
+        refuse_output_among_inputs({"-o": output}, _input_paths(target, *descriptors, *probes, anchor_images))
         check_output(output, lambda p: artifact_kind(p) == "bank", overwrite, "platonic bank file")
         check_cache_writable()
         loaded = _read_descriptors(list(descriptors))
+        pool = None if anchor_images is None else load_probes(anchor_images, "--anchor-images")
         model = load_model(target, device=device)
         given = {}
         for p in probes:
             canon = canonical_probes(model, load_probes(p))
             given[tensor_digest(canon)] = canon
-        bank = solve_bank(model, loaded, probes=given, mu_a=mu_a, mu_b=mu_b)
+        bank = solve_bank(model, loaded, probes=given, mu_a=mu_a, mu_b=mu_b, solve=solve_kind, anchor_images=pool,
+                          anchor_weight=anchor_weight)
         bank.save(output, overwrite=overwrite)
     except PlatonicError as exc:
         _fail(exc)

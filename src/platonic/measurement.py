@@ -2,7 +2,8 @@
 
 - `measure(pre, finetuned, probes, prompts, task)`: UTD = <f_ft(x), g(p)> - <f_pre(x), g(p)> with the
   pre-trained model's frozen text tower g (method.md §1.1).
-- `target_grid(model, probes, prompts)`: (F or H, G) for `Operator.solve` on the target.
+- `target_grid(model, probes, prompts)`: (F or H, G) for `Operator.solve` on the target;
+  `design_rows(model, inputs)`: F or H alone (e.g. of an anchor pool).
 - `EmbeddingCache`: embeddings on disk keyed by model fingerprint + probe (or prompt) digest, so a
   second measurement runs no forward pass.
 - `ProbeStore`: canonical probe tensors by digest, so a descriptor's probes can be found again.
@@ -215,9 +216,19 @@ def target_grid(model: DualEncoder, probes, prompts: Sequence[str], *, cache: Em
     F = normalised embeddings for the projection forms; H = [u; 1] / ||z|| for a residual-head affine.
     """
     cache = cache or EmbeddingCache()
-    canon = canonical_probes(model, probes)
-    emb = cache.probes(model, canon, batch_size, progress)
     G = torch.nn.functional.normalize(cache.texts(model, list(prompts)).double(), dim=1)
+    return design_rows(model, probes, cache=cache, batch_size=batch_size, progress=progress), G
+
+
+def design_rows(model: DualEncoder, inputs, *, cache: EmbeddingCache | None = None, batch_size: int = 64,
+                progress: bool = True) -> torch.Tensor:
+    """The target's design rows of `inputs` (made canonical), float64: F (n, d) or H (n, p + 1).
+
+    Normalised embeddings z / ||z|| for the projection forms; [u; 1] / ||z|| for a residual-head affine
+    (`head_design_matrix`). The rows of a descriptor's probes (`target_grid`) and of an anchor pool.
+    """
+    cache = cache or EmbeddingCache()
+    emb = cache.probes(model, canonical_probes(model, inputs), batch_size, progress)
     if isinstance(model.edit_site, HeadAffineSite):
-        return head_design_matrix(emb.u.double(), emb.z.double()), G
-    return torch.nn.functional.normalize(emb.z.double(), dim=1), G
+        return head_design_matrix(emb.u.double(), emb.z.double())
+    return torch.nn.functional.normalize(emb.z.double(), dim=1)

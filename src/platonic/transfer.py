@@ -9,29 +9,61 @@ import torch
 
 from . import __version__
 from .bank import Operator, OperatorBank
-from .descriptor import Descriptor, ProbeGrid
+from .descriptor import Descriptor, ProbeGrid, digest_probes
 from .edit import FoldRecord, fold
 from .errors import InvalidInputError
-from .measurement import EmbeddingCache, ProbeStore, target_grid
+from .measurement import EmbeddingCache, ProbeStore, canonical_probes, design_rows, target_grid
 from .models import DualEncoder, load_model
 from .progress import track
-from .solve import DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver
+from .solve import DEFAULT_ANCHOR_WEIGHT, DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver
 from .storage import platonic_record, refuse_existing
+
+
+SOLVE_KINDS = ("paper", "anchored")
+
+
+def check_solve_kind(kind: str, has_anchor: bool, anchor_weight: float = DEFAULT_ANCHOR_WEIGHT) -> None:
+    """Refuse an unknown solve kind, an anchored solve without a pool, a pool the paper's solve would ignore,
+    or a non-positive anchor weight (checked before any model is loaded)."""
+    if kind not in SOLVE_KINDS:
+        raise InvalidInputError(f"solve kind must be one of {', '.join(SOLVE_KINDS)}; got {kind!r}")
+    if kind == "anchored" and not has_anchor:
+        raise InvalidInputError("the anchored solve needs a pool of unlabeled inputs: give --anchor-images DIR "
+                                "(anchor_images= in the API), images that no test set or control uses")
+    if kind == "paper" and has_anchor:
+        raise InvalidInputError("an anchor pool was given but the solve is the paper's, which would ignore it; "
+                                "pass --solve anchored (solve='anchored') or drop the pool")
+    if kind == "anchored" and not (anchor_weight > 0 and anchor_weight != float("inf")):
+        raise InvalidInputError(f"--anchor-weight must be a finite number > 0 (1 weighs the pool like the probes); got {anchor_weight}")
 
 
 def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str, torch.Tensor] | None = None,
                store: ProbeStore | None = None, cache: EmbeddingCache | None = None,
-               mu_a: float = DEFAULT_MU_A, mu_b: float = DEFAULT_MU_B, progress: bool = True) -> OperatorBank:
+               mu_a: float = DEFAULT_MU_A, mu_b: float = DEFAULT_MU_B, solve: str = "paper",
+               anchor_images: torch.Tensor | None = None, anchor_weight: float = DEFAULT_ANCHOR_WEIGHT,
+               progress: bool = True) -> OperatorBank:
     """An OperatorBank for `target`: one operator per descriptor, solved on the target's own embeddings.
 
     The probes of each descriptor are looked up by digest in `probes` ({digest: tensor}) or the probe
     store. Descriptors sharing a grid share one factorisation (RidgeSolver).
+
+    solve: "paper" (method.md §1.2) or "anchored": the pool `anchor_images` (P unlabeled inputs, e.g.
+    (P, 3, H, W) uint8 images) is embedded by the target through the same design-row map as the probes
+    (`design_rows`) and enters every solve as F_pool, with relative weight `anchor_weight` (see
+    `platonic.solve`). Each operator records the kind, the weight and the pool's digest (`digest_probes`
+    of the canonical pool tensor) in `solve_record`.
     """
+    check_solve_kind(solve, anchor_images is not None, anchor_weight)
     model = load_model(target)
     descriptors = list(descriptors)
     if not descriptors:
         raise InvalidInputError("solve needs at least one descriptor")
     store = store or ProbeStore()
+    pool, pool_digest = None, None
+    if anchor_images is not None:
+        canon_pool = canonical_probes(model, anchor_images)
+        pool_digest = digest_probes(canon_pool)
+        pool = design_rows(model, canon_pool, cache=cache, progress=progress)
     bank = OperatorBank(model.fingerprint)
     solvers: dict[ProbeGrid, RidgeSolver] = {}
     for desc in track(descriptors, description=f"solving {len(descriptors)} descriptors", enabled=progress):
@@ -39,8 +71,9 @@ def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str
             canon = (probes or {}).get(desc.grid.probe_digest)
             canon = canon if canon is not None else store.get(desc.grid.probe_digest)
             F, G = target_grid(model, canon, desc.grid.prompts, cache=cache, progress=progress)
-            solvers[desc.grid] = RidgeSolver(F, G, mu_a=mu_a, mu_b=mu_b)
-        bank.add(Operator.solve(None, None, desc, target=model.fingerprint, form=model.edit_site.form, solver=solvers[desc.grid]))
+            solvers[desc.grid] = RidgeSolver(F, G, mu_a=mu_a, mu_b=mu_b, anchor=pool, anchor_weight=anchor_weight)
+        bank.add(Operator.solve(None, None, desc, target=model.fingerprint, form=model.edit_site.form,
+                                solver=solvers[desc.grid], anchor_digest=pool_digest))
     return bank
 
 

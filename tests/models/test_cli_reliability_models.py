@@ -82,3 +82,32 @@ def test_measure_refuses_to_write_an_all_zero_descriptor(tmp_path):
                  "--probes", tmp_path / "probes.safetensors", "--classes", "cat,dog", "-o", tmp_path / "zero.utd")
     one_line_error(result, "changed nothing on these probes")
     assert not (tmp_path / "zero.utd").exists()
+
+
+def test_anchored_solve_on_the_command_line_records_the_pool(tmp_path):
+    """`solve --solve anchored --anchor-images DIR`: a folder of unlabeled images, loaded like probe images;
+    the bank's operators record the kind, weight and pool digest, and `inspect` shows the kind."""
+    from PIL import Image
+
+    from platonic import OperatorBank
+
+    probes = probes_n(4)
+    save_file({"probes": probes}, str(tmp_path / "probes.safetensors"))
+    grid = ProbeGrid.from_probes("toy", PROMPTS, probes)
+    Descriptor(0.01 * torch.randn(grid.shape, generator=torch.Generator().manual_seed(0)), grid).save(tmp_path / "toy.utd")
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    g = torch.Generator().manual_seed(5)
+    for i in range(3):
+        Image.fromarray(torch.randint(0, 256, (40, 60, 3), dtype=torch.uint8, generator=g).numpy()).save(pool / f"{i}.png")
+    result = run("solve", tmp_path / "toy.utd", "--target", "open_clip:ViT-S-32", "--probes", tmp_path / "probes.safetensors",
+                 "--solve", "anchored", "--anchor-images", pool, "--anchor-weight", "2", "-o", tmp_path / "a.bank")
+    assert result.exit_code == 0, result.output
+    assert "anchored w=2" in result.output
+    (op,) = list(OperatorBank.load(tmp_path / "a.bank"))
+    assert op.solve_record["kind"] == "anchored" and op.solve_record["anchor_weight"] == 2.0
+    assert op.solve_record["n_anchor"] == 3 and len(op.solve_record["anchor_digest"]) == 64
+    result = run("solve", tmp_path / "toy.utd", "--target", "open_clip:ViT-S-32", "--probes", tmp_path / "probes.safetensors",
+                 "--solve", "anchored", "--anchor-images", tmp_path / "nopool", "-o", tmp_path / "b.bank")
+    one_line_error(result, "--anchor-images")
+    assert not (tmp_path / "b.bank").exists()

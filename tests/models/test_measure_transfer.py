@@ -11,8 +11,8 @@ from conftest import get_model
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from platonic import Descriptor, InvalidInputError
-from platonic.measurement import EmbeddingCache, measure
+from platonic import Descriptor, InvalidInputError, OperatorBank, ProbeGrid, RidgeSolver, digest_probes
+from platonic.measurement import EmbeddingCache, canonical_probes, design_rows, measure, target_grid
 from platonic.transfer import apply, save_model, solve_bank
 
 PROMPTS = ["a photo of a cat.", "a photo of a dog.", "a photo of a bird.", "a photo of a car."]
@@ -167,3 +167,30 @@ def test_lora_and_attention_finetunes_on_a_real_architecture(mode):
     assert all("lora" not in k for k in ft.module.state_dict())  # LoRA merged away: a plain model again
     if mode == "lora":
         assert {k.rsplit(".", 2)[-2] for k in changed} <= {"q_proj", "v_proj"}
+
+
+@pytest.mark.parametrize("target_spec", ["hf:tiny-clip", "hf:tiny-siglip"])
+def test_anchored_solve_bank_records_its_pool_and_solves_with_the_pools_design_rows(tmp_path, target_spec):
+    """The pool goes through the target's own design-row map (z / ||z||, or [u; 1] / ||z|| for a head edit);
+    each operator records the solve kind, the weight and the pool's digest, and keeps them through a save."""
+    probes, pool = probes_n(6, seed=1), probes_n(5, seed=2)
+    target = get_model(target_spec)
+    grid = ProbeGrid.from_probes("toy", PROMPTS, probes)
+    desc = Descriptor(0.01 * torch.randn(grid.shape, generator=torch.Generator().manual_seed(3)), grid)
+    cache = EmbeddingCache(tmp_path / "emb")
+    bank = solve_bank(target, [desc], probes={grid.probe_digest: probes}, cache=cache, solve="anchored",
+                      anchor_images=pool, anchor_weight=0.5, progress=False)
+    (op,) = list(bank)
+    record = op.solve_record
+    assert record["kind"] == "anchored" and record["anchor_weight"] == 0.5 and record["n_anchor"] == 5
+    assert record["anchor_digest"] == digest_probes(canonical_probes(target, pool))
+    F, G = target_grid(target, probes, PROMPTS, cache=cache, progress=False)
+    F_pool = design_rows(target, pool, cache=cache, progress=False)
+    assert F_pool.shape == (5, F.shape[1])  # (p + 1) columns for the head form
+    X = RidgeSolver(F, G, anchor=F_pool, anchor_weight=0.5).solve(desc.matrix)
+    assert torch.equal(op.delta, (X.T if op.form == "linear" else X).contiguous())
+    bank.save(tmp_path / "a.bank")
+    assert list(OperatorBank.load(tmp_path / "a.bank"))[0].solve_record == record
+    paper = list(solve_bank(target, [desc], probes={grid.probe_digest: probes}, cache=cache, progress=False))[0]
+    assert paper.solve_record["kind"] == "paper" and paper.solve_record["anchor_digest"] is None
+    assert not torch.equal(paper.delta, op.delta)

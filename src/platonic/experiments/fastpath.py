@@ -19,10 +19,11 @@ import torch
 
 from ..bank import Operator
 from ..edit import embedding_change
-from ..measurement import EmbeddingCache, target_grid
+from ..descriptor import digest_probes
+from ..measurement import EmbeddingCache, design_rows, target_grid
 from ..metrics import top1
 from ..models import DualEncoder, ProbeEmbeddings
-from ..solve import RidgeSolver
+from ..solve import DEFAULT_ANCHOR_WEIGHT, RidgeSolver
 from .setup import EvalSet, ExperimentSetup
 
 OperatorKey = Hashable
@@ -40,12 +41,20 @@ def single_thread():
 
 
 class FeatureStore:
-    """Cached features and operators for one ExperimentSetup."""
+    """Cached features and operators for one ExperimentSetup.
 
-    def __init__(self, setup: ExperimentSetup, cache: EmbeddingCache | None = None, progress: bool = False):
+    `anchor_images` (P unlabeled inputs, e.g. (P, 3, H, W) uint8) switches every solve to the anchored
+    solve (`platonic.solve`, anchor = each target's design rows of the pool, relative weight
+    `anchor_weight`); None keeps the paper's solve.
+    """
+
+    def __init__(self, setup: ExperimentSetup, cache: EmbeddingCache | None = None, progress: bool = False, *,
+                 anchor_images: torch.Tensor | None = None, anchor_weight: float = DEFAULT_ANCHOR_WEIGHT):
         self.setup = setup
         self.cache = cache or EmbeddingCache()
         self.progress = progress
+        self.anchor_images, self.anchor_weight = anchor_images, anchor_weight
+        self.anchor_digest = None if anchor_images is None else digest_probes(anchor_images)
         self._features: dict[tuple[str, str], ProbeEmbeddings] = {}
         self._prompts: dict[tuple[str, str], torch.Tensor] = {}
         self._solvers: dict[tuple[str, str], RidgeSolver] = {}
@@ -73,8 +82,11 @@ class FeatureStore:
         key = (target, task)
         if key not in self._solvers:
             spec = self.setup.tasks[task]
-            F, G = target_grid(self.setup.models[target], spec.probes, spec.prompts, cache=self.cache, progress=self.progress)
-            self._solvers[key] = RidgeSolver(F, G)
+            model = self.setup.models[target]
+            F, G = target_grid(model, spec.probes, spec.prompts, cache=self.cache, progress=self.progress)
+            pool = None if self.anchor_images is None else design_rows(model, self.anchor_images, cache=self.cache,
+                                                                       progress=self.progress)
+            self._solvers[key] = RidgeSolver(F, G, anchor=pool, anchor_weight=self.anchor_weight)
         return self._solvers[key]
 
     def operator(self, target: str, key: OperatorKey, descriptor) -> Operator:
@@ -84,7 +96,7 @@ class FeatureStore:
             model = self.setup.models[target]
             solver = self.solver(target, descriptor.task)
             self._operators[full] = Operator.solve(None, None, descriptor, target=model.base_fingerprint,
-                                                   form=model.edit_site.form, solver=solver)
+                                                   form=model.edit_site.form, solver=solver, anchor_digest=self.anchor_digest)
         return self._operators[full]
 
     def delta(self, target: str, eval_set: EvalSet, key: OperatorKey) -> torch.Tensor:
