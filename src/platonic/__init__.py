@@ -11,7 +11,7 @@ Core objects (method.md §1.1-1.3):
 - `adapt`, `Adapter`, `AdaptConfig`: the adapter route, a peft LoRA fitted to the descriptors (method.md §1.4).
 """
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401 (platonic.__version__)
 
 from .adapter import AdaptConfig, Adapter, adapt
 from .bank import Operator, OperatorBank, Term

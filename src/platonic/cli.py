@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
+from ._version import __version__
 from .cli_errors import OneLineErrors
 from .cli_errors import fail as _fail
 from .errors import InvalidInputError, PlatonicError, ZeroDescriptorWarning
@@ -539,7 +539,8 @@ def experiment(
 def report(directory: Path = typer.Argument(..., help="A run directory holding results.json."),
            plots: bool = typer.Option(True, help="Re-draw the PNG plots too.")) -> None:
     """Re-render a run's tables (and plots) from its results.json."""
-    from .experiments.report import load_results, write_run
+    from .experiments.report import load_results
+    from .experiments.run import write_run
     from .preflight import check_writable_directory
 
     try:

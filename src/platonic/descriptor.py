@@ -27,15 +27,16 @@ from typing import Callable, Iterable, Sequence, TypeVar
 import torch
 
 from ._checks import as_finite_scalar, as_matrix
-from .errors import GridMismatchError, InvalidInputError
+from ._version import __version__
+from .errors import ArtifactError, GridMismatchError, InvalidInputError
 from .hashing import tensor_digest
+from .storage import read_artifact, require_keys, write_artifact
 
 T = TypeVar("T")
 
 
 def library_version() -> str:
-    from . import __version__
-
+    """The platonic version recorded in provenance."""
     return __version__
 
 
@@ -301,15 +302,18 @@ class Descriptor:
 
         An existing file is replaced only when it is a descriptor, or with `overwrite`.
         """
-        from .storage import save_descriptor
-
-        save_descriptor(self, path, overwrite=overwrite)
+        meta = {"grid": self.grid.to_json(), "provenance": self.provenance.to_json()}
+        write_artifact(path, "descriptor", {"matrix": self.matrix}, meta, overwrite=overwrite)
 
     @classmethod
     def load(cls, path) -> "Descriptor":
-        from .storage import load_descriptor
-
-        return load_descriptor(path)
+        """Read a descriptor file written by `save` (refuses other kinds and malformed metadata)."""
+        tensors, record = read_artifact(path, "descriptor")
+        require_keys(path, record, tensors, ("matrix",), ("grid", "provenance"))
+        try:
+            return cls(tensors["matrix"], ProbeGrid.from_json(record["grid"]), Provenance.from_json(record["provenance"]))
+        except (KeyError, TypeError) as exc:
+            raise ArtifactError(f"{path}: malformed descriptor metadata ({exc})") from None
 
 
 def _require_descriptor(x, op: str) -> Descriptor:

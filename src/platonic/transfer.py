@@ -7,7 +7,7 @@ from typing import Iterable, Mapping
 
 import torch
 
-from . import __version__
+from ._version import __version__
 from .bank import Operator, OperatorBank
 from .descriptor import Descriptor, ProbeGrid
 from .edit import FoldRecord, fold

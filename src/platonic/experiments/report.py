@@ -1,4 +1,4 @@
-"""Experiment results on disk: results.json (versioned schema), Markdown tables, PNG plots.
+"""Experiment results: results.json (versioned schema) and the Markdown tables rendered from it.
 
 A run directory holds:
     results.json   {"schema": "platonic.results", "version": 1, "setup": {...}, "settings": {...},
@@ -7,7 +7,8 @@ A run directory holds:
     *.png          retention bars, alpha trade-off curve, descriptor-cosine heatmaps
 
 `render_tables(results)` is a pure function of the JSON, so `platonic report DIR` reproduces tables.md
-byte for byte. Schema: docs/results.md.
+byte for byte. Schema: docs/results.md. The plots (`experiments.plots`) are drawn from the summaries
+here; `experiments.run.write_run` writes the three together (this module imports neither).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pathlib import Path
 
 from ..errors import ArtifactError
 from ..preflight import nearest_existing
-from ..storage import atomic_write
 
 SCHEMA = "platonic.results"
 VERSION = 1
@@ -240,24 +240,3 @@ def render_tables(results: dict) -> str:
     if timings:
         lines += ["### Timings", ""] + [f"- {k}: {v:.1f} s" for k, v in timings.items()] + [""]
     return "\n".join(lines)
-
-
-def write_run(directory, results: dict, plots: bool = True) -> Path:
-    """Write results.json, tables.md and (optionally) the plots into `directory` (created).
-
-    Plots an earlier run left in the directory are removed first (only the files a run draws).
-    """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(results, indent=1)  # insertion order kept: it is the column order of the tables
-    atomic_write(directory / "results.json", lambda tmp: Path(tmp).write_text(text))
-    tables = render_tables(results)
-    atomic_write(directory / "tables.md", lambda tmp: Path(tmp).write_text(tables))
-    from .plots import clear_plots
-
-    clear_plots(directory)  # what an earlier run drew in this directory is stale now
-    if plots:
-        from .plots import write_plots
-
-        write_plots(directory, results)
-    return directory

@@ -1,7 +1,8 @@
-"""Run protocols on a setup and write the report directory."""
+"""Run protocols on a setup and write the report directory (results.json, tables.md, plots)."""
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -10,10 +11,12 @@ from typing import Sequence
 from ..adapter import AdaptConfig
 from ..descriptor import utc_now
 from ..measurement import EmbeddingCache
+from ..storage import atomic_write
 from .adapter_cells import ADAPTER_PARTS
 from .fastpath import FeatureStore, single_thread
 from .protocols import FAST_PATH, PROTOCOLS, SLOW_PARTS, check_experiments
-from .report import new_results, write_run
+from .plots import clear_plots, write_plots
+from .report import new_results, render_tables
 from .setup import ExperimentSetup
 
 
@@ -62,3 +65,20 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     if out_dir is not None:
         write_run(Path(out_dir), results, plots=plots)
     return results
+
+
+def write_run(directory, results: dict, plots: bool = True) -> Path:
+    """Write results.json, tables.md and (optionally) the plots into `directory` (created).
+
+    Plots an earlier run left in the directory are removed first (only the files a run draws).
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(results, indent=1)  # insertion order kept: it is the column order of the tables
+    atomic_write(directory / "results.json", lambda tmp: Path(tmp).write_text(text))
+    tables = render_tables(results)
+    atomic_write(directory / "tables.md", lambda tmp: Path(tmp).write_text(tables))
+    clear_plots(directory)  # what an earlier run drew in this directory is stale now
+    if plots:
+        write_plots(directory, results)
+    return directory

@@ -1,0 +1,129 @@
+"""The import graph of src/platonic points down (shared/docs/design.md, "Our own code").
+
+Read statically with `ast` (every `import` and `from ... import`, function-level ones included), so a
+lazy import inside a function counts like one at the top: it only hides a cycle until the function runs.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "platonic"
+
+# only these may import the world builder and the experiment engine: the top of the dependency order
+UPPER = ("platonic.world", "platonic.experiments")
+MAY_IMPORT_UPPER = ("platonic.world", "platonic.experiments", "platonic.cli")
+
+# The world's own cycle (zoo -> build -> zoo by a function-level import in zoo's loader, through
+# build's imports of measure and train) is being removed on the lead's branch together with the world
+# recipe change; a cycle within these modules is tolerated until then. Remove this entry then (the
+# strict xfail below fails as soon as the cycle is gone, as a reminder).
+KNOWN_WORLD_CYCLE_FIXED_BY_LEAD = frozenset(
+    {"platonic.world.build", "platonic.world.measure", "platonic.world.train", "platonic.world.zoo"})
+
+
+def module_files() -> dict[str, tuple[Path, bool]]:
+    """Dotted name -> (file, is a package's __init__) for every module under src/platonic."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def _targets(name: str, is_package: bool, node: ast.AST) -> list[str]:
+    """The dotted names one import statement reaches (a `from X import y` reaches X, and X.y if a module)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        base = name.split(".") if is_package else name.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        module = ".".join(base + ([node.module] if node.module else []))
+    else:
+        module = node.module or ""
+    return [module] + [f"{module}.{alias.name}" for alias in node.names]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the platonic modules it imports (the nearest existing module of each dotted name)."""
+    modules = module_files()
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_package) in modules.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _targets(name, is_package, node):
+                    while target not in modules and "." in target:
+                        target = target.rsplit(".", 1)[0]
+                    if target in modules and target != name:
+                        edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The import cycles: strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[frozenset[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(frozenset(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _under(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") or (p == "platonic.cli" and name.startswith(p)) for p in prefixes)
+
+
+def test_the_graph_sees_function_level_and_relative_imports():
+    graph = import_graph()
+    assert "platonic.models.base" in graph["platonic.models.hf_backend"]  # from .base import ...
+    assert "platonic.experiments.fastpath" in graph["platonic.experiments.run"]
+    assert "platonic.progress" in graph["platonic.models.base"]  # imported inside encode_probes
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
+
+
+def test_no_import_cycles():
+    cycles = [c for c in strongly_connected(import_graph()) if not c <= KNOWN_WORLD_CYCLE_FIXED_BY_LEAD]
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(sorted(c)) for c in cycles)
+
+
+@pytest.mark.xfail(strict=True, reason="KNOWN_WORLD_CYCLE_FIXED_BY_LEAD: world zoo -> build -> zoo (lead's branch)")
+def test_known_world_cycle_fixed_by_lead():
+    assert not [c for c in strongly_connected(import_graph()) if c & KNOWN_WORLD_CYCLE_FIXED_BY_LEAD]
+
+
+def test_nothing_below_world_or_experiments_imports_them():
+    upward = sorted(f"{module} -> {target}" for module, targets in import_graph().items()
+                    if not _under(module, MAY_IMPORT_UPPER) for target in targets if _under(target, UPPER))
+    assert not upward, "imports pointing up: " + ", ".join(upward)
