@@ -396,9 +396,10 @@ def apply(
             _check_export_output(target, output, overwrite)
             loaded = OperatorBank.load(bank)
             model = load_model(target, device=device)
-            apply_edit(model, loaded, parsed, alpha=used)
+            record = apply_edit(model, loaded, parsed, alpha=used)
             path = save_model(model, output, overwrite=overwrite)
-            console.print(f"wrote {path}: {target} + ({terms}) at alpha = {used:g} (closed form)")
+            console.print(f"wrote {path}: {target} + ({terms}) at alpha = {used:g} (closed form; the bank was "
+                          f"solved on the target's {record.target_match} weights)")
             return
         if alpha is not None:
             raise InvalidInputError("--alpha is the closed form's strength; the adapter's is in the coefficients of --terms")

@@ -21,12 +21,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .descriptor import Descriptor, ProbeGrid, Provenance
-from .edit import HeadAffineSite
 from .errors import ArtifactError, InvalidInputError, ZeroDescriptorWarning
 from .hashing import tensor_digest
 from .models import DualEncoder, ProbeEmbeddings, has_backend_prefix, load_model
 from .paths import cache_dir
-from .solve import head_design_matrix
 from .storage import atomic_write
 
 
@@ -212,12 +210,11 @@ def target_grid(model: DualEncoder, probes, prompts: Sequence[str], *, cache: Em
                 batch_size: int = 64, progress: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(F (N, d) or H (N, p + 1), G (M, d)) of the target on a descriptor's probes and prompts.
 
-    F = normalised embeddings for the projection forms; H = [u; 1] / ||z|| for a residual-head affine.
+    The edit site's `design_matrix`: F = z / ||z|| for the projection forms, H = [u; 1] / ||z|| for a
+    residual-head affine.
     """
     cache = cache or EmbeddingCache()
     canon = canonical_probes(model, probes)
     emb = cache.probes(model, canon, batch_size, progress)
     G = torch.nn.functional.normalize(cache.texts(model, list(prompts)).double(), dim=1)
-    if isinstance(model.edit_site, HeadAffineSite):
-        return head_design_matrix(emb.u.double(), emb.z.double()), G
-    return torch.nn.functional.normalize(emb.z.double(), dim=1), G
+    return model.edit_site.design_matrix(emb), G

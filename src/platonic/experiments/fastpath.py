@@ -5,7 +5,7 @@ inputs of a head affine, folding operators O_l with coefficients c_l at strength
 
     z_new = z + alpha * sum_l c_l D_l,   D_l = z A_l^T (linear) or [u; 1] B_l (head affine)
 
-(`platonic.edit.embedding_change`). So each D_l is computed once per evaluation set and every cell is
+(the edit site's `embedding_change`). So each D_l is computed once per evaluation set and every cell is
 a sum, a normalisation and a product with the (unchanged) prompt embeddings. A test checks sampled
 cells against folding the operators into the real model and evaluating end to end.
 """
@@ -18,7 +18,6 @@ from typing import Hashable, Sequence
 import torch
 
 from ..bank import Operator
-from ..edit import embedding_change
 from ..measurement import EmbeddingCache, target_grid
 from ..models import DualEncoder, ProbeEmbeddings
 from ..solve import RidgeSolver
@@ -77,13 +76,15 @@ class FeatureStore:
         return self._solvers[key]
 
     def operator(self, target: str, key: OperatorKey, descriptor) -> Operator:
-        """The operator of `descriptor` on `target`, solved once and kept under `key`."""
+        """The operator of `descriptor` on `target`, solved once and kept under `key`.
+
+        Like `solve_bank`, it names the weights it was solved on (`target`'s fingerprint now)."""
         full = (target, key)
         if full not in self._operators:
             model = self.setup.models[target]
             solver = self.solver(target, descriptor.task)
-            self._operators[full] = Operator.solve(None, None, descriptor, target=model.base_fingerprint,
-                                                   form=model.edit_site.form, solver=solver)
+            self._operators[full] = Operator.from_solver(solver, descriptor, target=model.fingerprint,
+                                                         form=model.edit_site.form)
         return self._operators[full]
 
     def delta(self, target: str, eval_set: EvalSet, key: OperatorKey) -> torch.Tensor:
@@ -91,7 +92,8 @@ class FeatureStore:
         full = (target, eval_set.name, key)
         if full not in self._deltas:
             feats = self.features(target, eval_set)
-            self._deltas[full] = embedding_change(feats.z, feats.u, self._operators[(target, key)])
+            site = self.setup.models[target].edit_site
+            self._deltas[full] = site.embedding_change(feats, self._operators[(target, key)].delta)
         return self._deltas[full]
 
     def prefetch(self, progress: bool = True) -> None:
