@@ -20,7 +20,7 @@ import torch
 from ..bank import Operator
 from ..measurement import EmbeddingCache, target_grid
 from ..models import DualEncoder, ProbeEmbeddings
-from ..solve import RidgeSolver
+from ..solve import DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver
 from .setup import EvalSet, ExperimentSetup
 
 OperatorKey = Hashable
@@ -40,8 +40,11 @@ def single_thread():
 class FeatureStore:
     """Cached features and operators for one ExperimentSetup."""
 
-    def __init__(self, setup: ExperimentSetup, cache: EmbeddingCache | None = None, progress: bool = False):
+    def __init__(self, setup: ExperimentSetup, cache: EmbeddingCache | None = None, progress: bool = False,
+                 solve=None):
         self.setup = setup
+        self.mu_a = DEFAULT_MU_A if solve is None else solve.mu_a  # the solve's ridge weights (a SolveSettings)
+        self.mu_b = DEFAULT_MU_B if solve is None else solve.mu_b
         self.cache = cache or EmbeddingCache()
         self.progress = progress
         self._features: dict[tuple[str, str], ProbeEmbeddings] = {}
@@ -72,7 +75,7 @@ class FeatureStore:
         if key not in self._solvers:
             spec = self.setup.tasks[task]
             F, G = target_grid(self.setup.models[target], spec.probes, spec.prompts, cache=self.cache, progress=self.progress)
-            self._solvers[key] = RidgeSolver(F, G)
+            self._solvers[key] = RidgeSolver(F, G, mu_a=self.mu_a, mu_b=self.mu_b)
         return self._solvers[key]
 
     def operator(self, target: str, key: OperatorKey, descriptor) -> Operator:
