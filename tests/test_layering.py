@@ -17,6 +17,7 @@ PACKAGE = SRC / "platonic"
 # only these may import the world builder and the experiment engine: the top of the dependency order
 UPPER = ("platonic.world", "platonic.experiments")
 MAY_IMPORT_UPPER = ("platonic.world", "platonic.experiments", "platonic.cli")
+FACADE = "platonic"  # the package's __init__: may name the experiment engine inside a function only
 
 # The world's own cycle (zoo -> build -> zoo by a function-level import in zoo's loader, through
 # build's imports of measure and train) is being removed on the lead's branch together with the world
@@ -49,19 +50,27 @@ def _targets(name: str, is_package: bool, node: ast.AST) -> list[str]:
     return [module] + [f"{module}.{alias.name}" for alias in node.names]
 
 
-def import_graph() -> dict[str, set[str]]:
+def _import_nodes(tree: ast.AST, in_functions: bool):
+    """Every import statement of `tree`; only those outside function bodies unless `in_functions`."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        if in_functions or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield from _import_nodes(node, in_functions)
+
+
+def import_graph(in_functions: bool = True) -> dict[str, set[str]]:
     """Module -> the platonic modules it imports (the nearest existing module of each dotted name)."""
     modules = module_files()
     graph: dict[str, set[str]] = {}
     for name, (path, is_package) in modules.items():
         edges = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                for target in _targets(name, is_package, node):
-                    while target not in modules and "." in target:
-                        target = target.rsplit(".", 1)[0]
-                    if target in modules and target != name:
-                        edges.add(target)
+        for node in _import_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path)), in_functions):
+            for target in _targets(name, is_package, node):
+                while target not in modules and "." in target:
+                    target = target.rsplit(".", 1)[0]
+                if target in modules and target != name:
+                    edges.add(target)
         graph[name] = edges
     return graph
 
@@ -110,6 +119,7 @@ def test_the_graph_sees_function_level_and_relative_imports():
     assert "platonic.models.base" in graph["platonic.models.hf_backend"]  # from .base import ...
     assert "platonic.experiments.fastpath" in graph["platonic.experiments.run"]
     assert "platonic.progress" in graph["platonic.models.base"]  # imported inside encode_probes
+    assert "platonic.progress" not in import_graph(in_functions=False)["platonic.models.base"]
     assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
 
 
@@ -123,7 +133,29 @@ def test_known_world_cycle_fixed_by_lead():
     assert not [c for c in strongly_connected(import_graph()) if c & KNOWN_WORLD_CYCLE_FIXED_BY_LEAD]
 
 
+def _upward(graph: dict[str, set[str]], modules) -> list[str]:
+    return sorted(f"{module} -> {target}" for module, targets in graph.items()
+                  if module in modules for target in targets if _under(target, UPPER))
+
+
 def test_nothing_below_world_or_experiments_imports_them():
-    upward = sorted(f"{module} -> {target}" for module, targets in import_graph().items()
-                    if not _under(module, MAY_IMPORT_UPPER) for target in targets if _under(target, UPPER))
+    below = [m for m in module_files() if not _under(m, MAY_IMPORT_UPPER) and m != FACADE]
+    upward = _upward(import_graph(), below)
     assert not upward, "imports pointing up: " + ", ".join(upward)
+
+
+def test_the_package_facade_reaches_the_experiments_only_lazily():
+    """`platonic.run_experiments` is resolved on first access (module __getattr__), never at import."""
+    assert not _upward(import_graph(in_functions=False), [FACADE])
+    assert _upward(import_graph(), [FACADE]) == ["platonic -> platonic.experiments"]
+
+
+def test_the_public_api_lists_what_users_call():
+    import platonic
+
+    for name in ("TaskVector", "finetune", "FinetuneConfig", "run_experiments", "ExperimentSetup", "load_model",
+                 "measure", "solve_bank", "apply", "save_model", "adapt", "Operator", "OperatorBank", "Descriptor",
+                 "fold", "unfold", "LinearSite", "PlatonicError", "__version__"):
+        assert name in platonic.__all__ and getattr(platonic, name) is not None
+    assert len(set(platonic.__all__)) == len(platonic.__all__)
+    assert not [n for n in platonic.__all__ if n.startswith("_") and n != "__version__"]

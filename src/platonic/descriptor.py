@@ -28,7 +28,7 @@ import torch
 
 from ._checks import as_finite_scalar, as_matrix
 from ._version import __version__
-from .errors import ArtifactError, GridMismatchError, InvalidInputError
+from .errors import ArtifactError, GridMismatchError, InvalidInputError, InvalidOperationError
 from .hashing import tensor_digest
 from .storage import read_artifact, require_keys, write_artifact
 
@@ -275,7 +275,7 @@ class Descriptor:
 
     def __mul__(self, scalar):
         if isinstance(scalar, (Descriptor, Composition)):
-            raise TypeError("descriptors multiply by scalars only; a product of two descriptors has no meaning")
+            raise InvalidOperationError("descriptors multiply by scalars only; a product of two descriptors has no meaning")
         if not isinstance(scalar, (int, float, torch.Tensor)) or isinstance(scalar, bool):
             return NotImplemented
         c = as_finite_scalar("scalar coefficient", scalar)
@@ -405,7 +405,7 @@ class Composition:
 
     def __mul__(self, scalar):
         if isinstance(scalar, (Descriptor, Composition)):
-            raise TypeError("compositions multiply by scalars only")
+            raise InvalidOperationError("compositions multiply by scalars only")
         if not isinstance(scalar, (int, float, torch.Tensor)) or isinstance(scalar, bool):
             return NotImplemented
         s = as_finite_scalar("scalar coefficient", scalar)

@@ -181,7 +181,7 @@ def exchange_paths(a, b) -> bool:
     err = ctypes.get_errno()
     if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
         return False
-    raise OSError(err, os.strerror(err), str(b))
+    raise ArtifactError(err, f"cannot swap the new output into place ({os.strerror(err)})", str(b))
 
 
 def atomic_directory(path, write, replaceable, overwrite: bool = False, what: str = "output of this kind") -> Path:
