@@ -23,7 +23,7 @@ def test_operator_solve_is_transpose_of_solution_and_reports_residual():
     assert torch.equal(op.delta, solve(F, G, desc.matrix).T.contiguous())
     assert 0 <= op.residual <= 1.0
     assert op.terms[0].task == "toy" and op.terms[0].source == "model-a"
-    shared = Operator.solve(F, G, desc, target="fp", solver=RidgeSolver(F, G))
+    shared = Operator.from_solver(RidgeSolver(F, G), desc, target="fp")
     assert torch.equal(shared.delta, op.delta)
 
 
@@ -86,3 +86,53 @@ def test_operator_validation(kw, match):
     base = dict(delta=torch.zeros(4, 4), form="linear", target="fp", terms=())
     with pytest.raises(InvalidInputError, match=match):
         Operator(**{**base, **kw})
+
+
+def test_from_solver_is_the_solve_with_a_shared_factorisation():
+    desc = make_descriptor(make_grid(n=20, m=4))
+    F, G = target_grid(desc.grid)
+    with pytest.raises(InvalidInputError, match="needs a RidgeSolver"):
+        Operator.from_solver((F, G), desc, target="fp")
+    with pytest.raises(InvalidInputError, match="needs a Descriptor"):
+        Operator.from_solver(RidgeSolver(F, G), desc.matrix, target="fp")
+
+
+class _Model:
+    """The part of a DualEncoder that `apply` uses: an edit site and fingerprints of its weights."""
+
+    def __init__(self):
+        from torch import nn
+
+        from platonic.edit import LinearSite
+
+        self.edit_site = LinearSite(nn.Linear(8, 8))
+        self._fingerprint = self._base_fingerprint = None
+
+    @property
+    def fingerprint(self):
+        from platonic.hashing import tensor_digest
+
+        self._fingerprint = self._fingerprint or tensor_digest(self.edit_site.linear.weight.detach())
+        return self._fingerprint
+
+    @property
+    def base_fingerprint(self):
+        return self._base_fingerprint or self.fingerprint
+
+    def invalidate_fingerprint(self):
+        self._fingerprint = None
+
+
+def test_apply_takes_operators_on_the_current_or_pre_edit_weights_and_says_which():
+    from platonic import apply
+
+    model = _Model()
+    first = make_operator(target=model.fingerprint, d=8)
+    assert apply(model, first, alpha=0.1).target_match == "current"
+    pre_edit, edited = model.base_fingerprint, model.fingerprint
+    assert pre_edit != edited
+    assert apply(model, make_operator(target=pre_edit, d=8), alpha=0.1).target_match == "pre-edit"
+    assert apply(model, make_operator(target=model.fingerprint, d=8), alpha=0.1).target_match == "current"
+    assert [e["target_match"] for e in model.edits] == ["current", "pre-edit", "current"]
+    with pytest.raises(FingerprintMismatchError, match="before its platonic edits"):
+        apply(model, make_operator(target="another-model", d=8), alpha=0.1)

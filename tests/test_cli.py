@@ -65,6 +65,10 @@ def test_experiment_and_report_on_the_toy_setup(tmp_path, monkeypatch):
     tables = (out / "tables.md").read_bytes()
     code, text = run("report", out, "--no-plots")
     assert code == 0 and (out / "tables.md").read_bytes() == tables
+    code, text = run("experiment", "negation", "--setup", "toy", "--alpha", "0.25", "--mu-a", "0.1", "-o", out, "--no-plots")
+    assert code == 0, text
+    settings = json.loads((out / "results.json").read_text())["settings"]["protocols"]["negation"]
+    assert settings == {"alpha": 0.25, "mu_a": 0.1, "mu_b": 1e-6}
     code, text = run("experiment", "subtraction", "--setup", "toy", "-o", out)
     assert code == 2 and "unknown experiment(s) subtraction" in text
     code, text = run("experiment", "addition", "--setup", "mars", "-o", out)

@@ -154,3 +154,42 @@ def test_fold_rejects_operators_that_do_not_fit():
         ProjectionParameter(nn.Linear(2, 2), "proj")
     with pytest.raises(Exception, match="alpha must be finite"):
         fold(site, linear_operator(), float("nan"))
+
+
+@pytest.mark.parametrize("make_tower,make_site", [
+    (ProjTower, lambda t: ProjectionParameter(t, "proj")),
+    (lambda: LinearTower(bias=True), lambda t: LinearSite(t.head)),
+    (NoLinearTower, lambda t: AppendedLinearSite.install(t, "body", D)),
+    (ResidualHeadTower, lambda t: HeadAffineSite(t.fc2)),
+], ids=["x@proj", "linear-bias", "appended-linear", "head-affine"])
+def test_each_site_owns_its_design_matrix_and_embedding_change(make_tower, make_site):
+    """design_matrix: F = z / ||z|| (N, d) or H = [u; 1] / ||z|| (N, p + 1); embedding_change: the D
+    with fold(delta, alpha): z -> z + alpha D, read off the site's own captured inputs."""
+    from platonic.edit import ProbeEmbeddings
+    from platonic.solve import head_design_matrix
+
+    tower = make_tower()
+    site = make_site(tower)
+    captured = []
+    hook = site.watch_inputs(captured)
+    with torch.no_grad():
+        z0 = tower(X)
+    if hook is not None:
+        hook.remove()
+    emb = ProbeEmbeddings(z0, captured[0] if captured else None)
+    assert (emb.u is not None) == (site.form == "head_affine")
+    H = site.design_matrix(emb)
+    if site.form == "head_affine":
+        assert torch.equal(H, head_design_matrix(emb.u.double(), z0.double())) and H.shape == (len(X), P + 1)
+    else:
+        assert torch.equal(H, torch.nn.functional.normalize(z0.double(), dim=1)) and H.shape == (len(X), D)
+    delta = 0.1 * torch.randn(site.expected_delta_shape(), generator=torch.Generator().manual_seed(3))
+    op = Operator(delta=delta, form=site.form, target="fp", terms=(Term(1.0, "s", "t"),))
+    change = site.embedding_change(emb, delta)
+    assert change.shape == z0.shape and change.dtype == z0.dtype
+    with torch.no_grad():
+        record = fold(site, op, ALPHA)
+        assert rel(tower(X), z0 + ALPHA * change) < 1e-5
+        unfold(record)
+    with pytest.raises(EditSiteError, match="takes a delta of shape"):
+        site.embedding_change(emb, torch.zeros(3, 3))

@@ -137,3 +137,32 @@ def test_feature_store_with_an_anchor_pool_solves_anchored(setup):
     X = RidgeSolver(F, G, anchor=design_rows(model, pool, cache=store.cache, progress=False), anchor_weight=0.5).solve(desc.matrix)
     assert torch.equal(op.delta, (X.T if op.form == "linear" else X).contiguous())
     assert FeatureStore(setup).operator("m0", ("real", "m1", "t0"), desc).solve_record["kind"] == "paper"
+
+
+def test_each_experiment_is_one_registry_entry_and_names_are_unique():
+    from platonic.errors import InvalidInputError
+    from platonic.experiments import PROTOCOLS, Protocol, Registry
+
+    assert list(PROTOCOLS) == ["addition", "negation", "generalization", "alpha", "weight_space"]
+    assert (PROTOCOLS["addition"].alpha, PROTOCOLS["negation"].alpha, PROTOCOLS["alpha"].alpha) == (0.5, 1.0, None)
+    assert all(p.reference.startswith("method.md §") and p.methods[0] == "zero_shot" for p in PROTOCOLS.values())
+    assert [n for n, p in PROTOCOLS.items() if p.fast_path] == ["addition", "negation", "generalization", "alpha"]
+    assert PROTOCOLS.methods("negation/adapter") == ("zero_shot", "closed_form", "adapter")
+    assert PROTOCOLS.label("single_a") == "single A only" and PROTOCOLS.label("closed_form") == "closed form"
+    with pytest.raises(InvalidInputError, match="'addition' is already registered"):
+        Registry([PROTOCOLS["addition"], Protocol("addition", lambda *a, **k: [], "-", "-", ("zero_shot",))])
+
+
+def test_run_takes_alpha_and_solve_settings_from_the_entries_unless_given(setup):
+    from platonic.errors import InvalidInputError
+    from platonic.experiments import SolveSettings
+
+    default = run_experiments(setup, ["negation"], None, progress=False)
+    assert default["settings"]["protocols"]["negation"] == {"alpha": 1.0, "mu_a": 1e-2, "mu_b": 1e-6}
+    assert {c["alpha"] for c in default["cells"] if c["method"] == "closed_form"} == {1.0}
+    given = run_experiments(setup, ["negation"], None, progress=False, alpha=0.5, solve=SolveSettings(mu_a=0.1))
+    assert given["settings"]["protocols"]["negation"] == {"alpha": 0.5, "mu_a": 0.1, "mu_b": 1e-6}
+    assert {c["alpha"] for c in given["cells"] if c["method"] == "closed_form"} == {0.5}
+    assert [c["residuals"] for c in given["cells"]] != [c["residuals"] for c in default["cells"]]
+    with pytest.raises(InvalidInputError, match="alpha does not apply to alpha"):
+        run_experiments(setup, ["alpha"], None, progress=False, alpha=0.5)

@@ -8,11 +8,15 @@ Core objects (method.md §1.1-1.3):
 - `ProjectionParameter`, `LinearSite`, `HeadAffineSite`, `AppendedLinearSite`, `fold`, `unfold`:
   where an edit lands and folding it in;
 - `load_model`, `measure`, `solve_bank`, `apply`, `save_model`: the same on open_clip / transformers models;
-- `adapt`, `Adapter`, `AdaptConfig`: the adapter route, a peft LoRA fitted to the descriptors (method.md §1.4).
+- `adapt`, `Adapter`, `AdaptConfig`: the adapter route, a peft LoRA fitted to the descriptors (method.md §1.4);
+- `TaskVector`, `finetune`, `FinetuneConfig`: weight-space task arithmetic and fine-tuning (with OrthoReg);
+- `run_experiments`, `ExperimentSetup`: the paper's protocols (loaded on first use: the experiment
+  engine sits above the library and is imported only when asked for).
+
+Every error platonic raises derives from `PlatonicError`.
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .adapter import AdaptConfig, Adapter, adapt
 from .bank import Operator, OperatorBank, Term
 from .descriptor import Composition, Descriptor, ProbeGrid, Provenance, digest_probes, mean
@@ -22,6 +26,7 @@ from .edit import (
     FoldRecord,
     HeadAffineSite,
     LinearSite,
+    ProbeEmbeddings,
     ProjectionParameter,
     fold,
     unfold,
@@ -33,18 +38,38 @@ from .errors import (
     FingerprintMismatchError,
     GridMismatchError,
     InvalidInputError,
+    InvalidOperationError,
     PlatonicError,
+    ZeroDescriptorWarning,
 )
+from .finetune import FinetuneConfig, finetune
 from .measurement import measure
-from .models import load_model
+from .models import DualEncoder, load_model
 from .solve import RidgeSolver, head_design_matrix, relative_residual, solve, solve_reference
+from .task_vector import TaskVector
 from .transfer import apply, save_model, solve_bank
+
+_FROM_EXPERIMENTS = ("ExperimentSetup", "run_experiments")
 
 __all__ = [
     "AppendedLinearSite", "ArtifactError", "Composition", "Descriptor", "EditSite", "EditSiteError",
     "FingerprintMismatchError", "FoldRecord", "GridMismatchError", "HeadAffineSite", "InvalidInputError",
-    "LinearSite", "Operator", "OperatorBank", "PlatonicError", "ProbeGrid", "ProjectionParameter",
-    "Provenance", "RidgeSolver", "Term", "digest_probes", "fold", "head_design_matrix", "mean",
-    "relative_residual", "solve", "solve_reference", "unfold", "unfold_by_inversion",
-    "apply", "load_model", "measure", "save_model", "solve_bank", "AdaptConfig", "Adapter", "adapt",
+    "InvalidOperationError", "LinearSite", "Operator", "OperatorBank", "PlatonicError", "ProbeEmbeddings", "ProbeGrid",
+    "ProjectionParameter", "Provenance", "RidgeSolver", "Term", "ZeroDescriptorWarning", "__version__", "digest_probes",
+    "fold", "head_design_matrix", "mean", "relative_residual", "solve", "solve_reference", "unfold", "unfold_by_inversion",
+    "DualEncoder", "apply", "load_model", "measure", "save_model", "solve_bank", "AdaptConfig", "Adapter", "adapt",
+    "FinetuneConfig", "TaskVector", "finetune", *_FROM_EXPERIMENTS,
 ]
+
+
+def __getattr__(name: str):
+    """`platonic.run_experiments` and `platonic.ExperimentSetup`, imported on first access."""
+    if name in _FROM_EXPERIMENTS:
+        from . import experiments
+
+        return getattr(experiments, name)
+    raise AttributeError(f"module 'platonic' has no attribute {name!r}")  # the protocol of module __getattr__
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FROM_EXPERIMENTS))

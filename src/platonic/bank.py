@@ -49,6 +49,11 @@ class Term:
         return Term(c * self.coefficient, self.source, self.task, self.descriptor_digest)
 
 
+def _require_descriptor(descriptor) -> None:
+    if not isinstance(descriptor, Descriptor):
+        raise InvalidInputError(f"Operator.solve needs a Descriptor; got {type(descriptor).__name__}")
+
+
 @dataclass(frozen=True)
 class Operator:
     """A solved edit for one target model.
@@ -56,7 +61,9 @@ class Operator:
     Attributes:
         delta: A (d, d) for form "linear"; B (p + 1, d) for form "head_affine".
         form: "linear" or "head_affine".
-        target: fingerprint of the target model the operator was solved for.
+        target: fingerprint of the target weights the operator was solved on (`DualEncoder.fingerprint`
+            when its embeddings were taken); `platonic.apply` accepts it on a model whose current
+            weights, or whose weights before its first platonic edit, have this fingerprint.
         terms: the (coefficient, source, task) terms this operator is the sum of.
         grid: the probe grid it was solved on (None for sums over several grids).
         mu_a, mu_b: relative ridge weights used; residual: first-order relative residual (single solves).
@@ -100,20 +107,30 @@ class Operator:
         form: str = "linear",
         mu_a: float = DEFAULT_MU_A,
         mu_b: float = DEFAULT_MU_B,
-        solver: RidgeSolver | None = None,
-        anchor_digest: str | None = None,
     ) -> "Operator":
         """Solve `descriptor` on the target grid.
 
         F: (N, d) target probe embeddings (form "linear") or the design matrix H (N, p + 1) (form
-        "head_affine"); G: (M, d) target prompt embeddings; both on the descriptor's probes and prompts.
-        A ready `solver` for (F, G) may be passed instead (F and G are then ignored, pass None); an
-        anchored or rank-capped solve comes as such a solver. `anchor_digest` names its pool's inputs.
+        "head_affine"; `EditSite.design_matrix` gives either); G: (M, d) target prompt embeddings;
+        both on the descriptor's probes and prompts. `target`: the fingerprint of the weights F and G
+        were embedded with. Several descriptors on one grid share a factorisation with `from_solver`;
+        an anchored or rank-capped solve comes as such a solver.
         """
-        if not isinstance(descriptor, Descriptor):
-            raise InvalidInputError(f"Operator.solve needs a Descriptor; got {type(descriptor).__name__}")
-        if solver is None:
-            solver = RidgeSolver(F, G, mu_a=mu_a, mu_b=mu_b)
+        _require_descriptor(descriptor)
+        return cls.from_solver(RidgeSolver(F, G, mu_a=mu_a, mu_b=mu_b), descriptor, target=target, form=form)
+
+    @classmethod
+    def from_solver(cls, solver: RidgeSolver, descriptor: Descriptor, *, target: str, form: str = "linear",
+                    anchor_digest: str | None = None) -> "Operator":
+        """Solve `descriptor` with a ready `RidgeSolver` for the target's (F or H, G) on its grid.
+
+        X = solver.solve(U) (k, d); the operator's delta is A = X^T (d, d) for form "linear", B = X
+        (p + 1, d) for "head_affine". `target` names the weights the solver's F and G came from;
+        `anchor_digest` the inputs of an anchored solver's pool (recorded in `solve_record`).
+        """
+        _require_descriptor(descriptor)
+        if not isinstance(solver, RidgeSolver):
+            raise InvalidInputError(f"Operator.from_solver needs a RidgeSolver; got {type(solver).__name__}")
         if (solver.n_probes, solver.n_prompts) != descriptor.grid.shape:
             raise InvalidInputError(
                 f"target embeddings cover {solver.n_probes} probes x {solver.n_prompts} prompts but the "

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
+from ._version import __version__
 from .cli_errors import OneLineErrors
 from .cli_errors import fail as _fail
 from .errors import InvalidInputError, PlatonicError, ZeroDescriptorWarning
@@ -408,9 +408,10 @@ def apply(
             _check_export_output(target, output, overwrite)
             loaded = OperatorBank.load(bank)
             model = load_model(target, device=device)
-            apply_edit(model, loaded, parsed, alpha=used)
+            record = apply_edit(model, loaded, parsed, alpha=used)
             path = save_model(model, output, overwrite=overwrite)
-            console.print(f"wrote {path}: {target} + ({terms}) at alpha = {used:g} (closed form)")
+            console.print(f"wrote {path}: {target} + ({terms}) at alpha = {used:g} (closed form; the bank was "
+                          f"solved on the target's {record.target_match} weights)")
             return
         if alpha is not None:
             raise InvalidInputError("--alpha is the closed form's strength; the adapter's is in the coefficients of --terms")
@@ -492,10 +493,34 @@ def load_setup(name: str, models=(), tasks=(), controls=(), sources=(), device: 
     if own:
         config = config_from_options(list(models), list(tasks), list(controls), list(sources), config)
     if names is not None:
-        from .experiments.protocols import check_experiments
+        from .experiments.registry import check_experiments
 
         check_experiments(names, related_group=config.related_group, held_out=config.held_out)
     return config_setup(config, device=device)
+
+
+def _registry_defaults(setting: str) -> str:
+    """"addition 0.5, negation 1, ..." for one default of the protocol registry (for --help)."""
+    from .experiments.registry import PROTOCOLS
+
+    values = {name: p.alpha if setting == "alpha" else getattr(p.solve, setting) for name, p in PROTOCOLS.items()}
+    return ", ".join(f"{name} {'its sweep' if v is None else f'{v:g}'}" for name, v in values.items())
+
+
+def solve_settings(names, mu_a: float | None, mu_b: float | None):
+    """The ridge weights `platonic experiment` solves with: --mu-a / --mu-b where given, the rest from
+    the registry entries of `names` (None when neither is given: each entry keeps its own)."""
+    from ._checks import as_finite_scalar
+    from .experiments.registry import PROTOCOLS, SolveSettings
+
+    if mu_a is None and mu_b is None:
+        return None
+    defaults = {PROTOCOLS[n].solve for n in names}
+    if len(defaults) > 1 and (mu_a is None or mu_b is None):
+        raise InvalidInputError("the named experiments solve with different ridge weights; give both --mu-a and --mu-b")
+    base = defaults.pop() if defaults else SolveSettings()
+    return SolveSettings(base.mu_a if mu_a is None else as_finite_scalar("--mu-a", mu_a),
+                         base.mu_b if mu_b is None else as_finite_scalar("--mu-b", mu_b))
 
 
 @app.command()
@@ -514,6 +539,12 @@ def experiment(
     adapter_lr: float = typer.Option(None, "--adapter-lr", help="The adapter's learning rate (default: the paper's 3e-4)."),
     adapter_max_steps: int = typer.Option(None, "--adapter-max-steps", help="The adapter's step cap (default 540)."),
     adapter_holdout: float = typer.Option(None, "--adapter-holdout", help="Fraction of probes held out to pick the step."),
+    alpha: float = typer.Option(None, "--alpha", help="Fold strength of the named experiments (default: each one's own "
+                                f"from the protocol registry: {_registry_defaults('alpha')})."),
+    mu_a: float = typer.Option(None, "--mu-a", help="Relative ridge weight on the probe side (default: each "
+                               f"experiment's own, {_registry_defaults('mu_a')})."),
+    mu_b: float = typer.Option(None, "--mu-b", help="Relative ridge weight on the prompt side (default: each "
+                               f"experiment's own, {_registry_defaults('mu_b')})."),
     device: str = _device_option(),
 ) -> None:
     """Run the paper's experiment protocols and write results.json, tables.md and plots.
@@ -524,7 +555,7 @@ def experiment(
     """
     from ._checks import as_device
     from .experiments import run_experiments
-    from .experiments.protocols import check_experiments
+    from .experiments.registry import check_experiments
     from .experiments.report import check_run_directory
     from .preflight import check_cache_writable
 
@@ -539,8 +570,9 @@ def experiment(
         as_device(device)
         check_run_directory(output)
         check_cache_writable()
+        ridge = solve_settings(names, mu_a, mu_b)
         run_experiments(load_setup(setup, model, task, control, source, device, names=names), names, output, plots=plots,
-                        adapter_cells=adapter_cells, adapter_config=config)
+                        alpha=alpha, solve=ridge, adapter_cells=adapter_cells, adapter_config=config)
     except PlatonicError as exc:
         _fail(exc)
     console.print((output / "tables.md").read_text())
@@ -551,7 +583,8 @@ def experiment(
 def report(directory: Path = typer.Argument(..., help="A run directory holding results.json."),
            plots: bool = typer.Option(True, help="Re-draw the PNG plots too.")) -> None:
     """Re-render a run's tables (and plots) from its results.json."""
-    from .experiments.report import load_results, write_run
+    from .experiments.report import load_results
+    from .experiments.run import write_run
     from .preflight import check_writable_directory
 
     try:

@@ -27,15 +27,16 @@ from typing import Callable, Iterable, Sequence, TypeVar
 import torch
 
 from ._checks import as_finite_scalar, as_matrix
-from .errors import GridMismatchError, InvalidInputError
+from ._version import __version__
+from .errors import ArtifactError, GridMismatchError, InvalidInputError, InvalidOperationError
 from .hashing import tensor_digest
+from .storage import read_artifact, require_keys, write_artifact
 
 T = TypeVar("T")
 
 
 def library_version() -> str:
-    from . import __version__
-
+    """The platonic version recorded in provenance."""
     return __version__
 
 
@@ -274,7 +275,7 @@ class Descriptor:
 
     def __mul__(self, scalar):
         if isinstance(scalar, (Descriptor, Composition)):
-            raise TypeError("descriptors multiply by scalars only; a product of two descriptors has no meaning")
+            raise InvalidOperationError("descriptors multiply by scalars only; a product of two descriptors has no meaning")
         if not isinstance(scalar, (int, float, torch.Tensor)) or isinstance(scalar, bool):
             return NotImplemented
         c = as_finite_scalar("scalar coefficient", scalar)
@@ -301,15 +302,18 @@ class Descriptor:
 
         An existing file is replaced only when it is a descriptor, or with `overwrite`.
         """
-        from .storage import save_descriptor
-
-        save_descriptor(self, path, overwrite=overwrite)
+        meta = {"grid": self.grid.to_json(), "provenance": self.provenance.to_json()}
+        write_artifact(path, "descriptor", {"matrix": self.matrix}, meta, overwrite=overwrite)
 
     @classmethod
     def load(cls, path) -> "Descriptor":
-        from .storage import load_descriptor
-
-        return load_descriptor(path)
+        """Read a descriptor file written by `save` (refuses other kinds and malformed metadata)."""
+        tensors, record = read_artifact(path, "descriptor")
+        require_keys(path, record, tensors, ("matrix",), ("grid", "provenance"))
+        try:
+            return cls(tensors["matrix"], ProbeGrid.from_json(record["grid"]), Provenance.from_json(record["provenance"]))
+        except (KeyError, TypeError) as exc:
+            raise ArtifactError(f"{path}: malformed descriptor metadata ({exc})") from None
 
 
 def _require_descriptor(x, op: str) -> Descriptor:
@@ -401,7 +405,7 @@ class Composition:
 
     def __mul__(self, scalar):
         if isinstance(scalar, (Descriptor, Composition)):
-            raise TypeError("compositions multiply by scalars only")
+            raise InvalidOperationError("compositions multiply by scalars only")
         if not isinstance(scalar, (int, float, torch.Tensor)) or isinstance(scalar, bool):
             return NotImplemented
         s = as_finite_scalar("scalar coefficient", scalar)

@@ -13,6 +13,18 @@ operator form it takes and how to fold and invert it:
 So the projection forms give z -> (I + alpha A) z and the head form z -> z + alpha (dW u + db), exactly:
 inference cost, parameter count and architecture are unchanged (the appended layer adds d^2).
 
+Each site also owns the maths of a solve and of an evaluation from cached features: with
+`ProbeEmbeddings(z (N, d), u (N, p) or None)` the tower's outputs (and, for a head site, the inputs of
+its last affine),
+
+| site                         | `design_matrix(embeddings)`          | `embedding_change(embeddings, delta)` |
+|------------------------------|--------------------------------------|---------------------------------------|
+| linear forms (three above)   | F = z / ||z|| (N, d)                 | D = z A^T (N, d)                      |
+| `HeadAffineSite`             | H = [u; 1] / ||z|| (N, p + 1)        | D = [u; 1] B (N, d)                   |
+
+so that folding `delta` at strength alpha maps z to z + alpha D exactly, and the solve of a descriptor
+on the target takes the design matrix in place of F (`platonic.solve`).
+
 `fold` returns a `FoldRecord` holding a copy of the weights it changed; `unfold(record)` restores them
 bit-exactly. `unfold_by_inversion(site, operator, alpha)` needs no copy and restores to float rounding
 (about 1e-6 relative in float32) by applying the inverse edit.
@@ -30,6 +42,35 @@ from torch import nn
 from ._checks import as_finite_scalar
 from .bank import Operator
 from .errors import EditSiteError
+from .solve import head_design_matrix
+
+
+@dataclass(frozen=True)
+class ProbeEmbeddings:
+    """Tower outputs for a batch of probes, as an edit site sees them.
+
+    z: (N, d) unnormalised embeddings; u: (N, p) inputs of the edit site's affine when the site is a
+    residual-head affine (None otherwise), needed for the design matrix H = [u; 1] / ||z||.
+    """
+
+    z: torch.Tensor
+    u: torch.Tensor | None = None
+
+
+def _linear_change(z: torch.Tensor, u: torch.Tensor | None, delta: torch.Tensor) -> torch.Tensor:
+    """D = z A^T (N, d) for A (d, d): folding A maps z -> (I + alpha A) z = z + alpha D."""
+    return z @ delta.to(device=z.device, dtype=z.dtype).T
+
+
+def _head_change(z: torch.Tensor, u: torch.Tensor | None, delta: torch.Tensor) -> torch.Tensor:
+    """D = [u; 1] B (N, d) for B (p + 1, d): folding B maps z -> z + alpha (dW u + db) = z + alpha D."""
+    if u is None:
+        raise EditSiteError("a head update needs u, the inputs of the head's last affine")
+    delta = delta.to(device=z.device, dtype=z.dtype)
+    return torch.cat([u.to(z.dtype), torch.ones(u.shape[0], 1, dtype=z.dtype, device=z.device)], dim=1) @ delta
+
+
+_CHANGE_BY_FORM = {"linear": _linear_change, "head_affine": _head_change}
 
 
 class EditSite(ABC):
@@ -55,7 +96,41 @@ class EditSite(ABC):
         """Undo `_apply(delta, alpha)` without a saved copy."""
 
     def expected_delta_shape(self) -> tuple[int, int]:
+        """The operator delta this site takes: A (d, d) for the linear forms."""
         return (self.out_dim, self.out_dim)
+
+    @classmethod
+    def at(cls, parent: nn.Module | None, name: str, target) -> "EditSite | None":
+        """The site on `target` (attribute `name` of `parent`), or None when it is not of this kind
+        (the site rules of `platonic.models.sites` try each rule's site type this way)."""
+        return None
+
+    def design_matrix(self, embeddings: ProbeEmbeddings) -> torch.Tensor:
+        """F (N, d) = z / ||z||, float64: the target-side matrix a linear-form solve takes.
+
+        embeddings: the site's `ProbeEmbeddings` on a descriptor's N probes (z (N, d)).
+        """
+        return torch.nn.functional.normalize(embeddings.z.double(), dim=1)
+
+    def embedding_change(self, embeddings: ProbeEmbeddings, delta: torch.Tensor) -> torch.Tensor:
+        """D (N, d) such that folding `delta` at strength alpha maps the embeddings z to z + alpha D.
+
+        Linear forms: D = z A^T for A (d, d) (so z -> (I + alpha A) z). In z's dtype and device; this
+        is what makes evaluation from cached features exact.
+        """
+        return _CHANGE_BY_FORM[self.form](embeddings.z, embeddings.u, self._checked_delta(delta))
+
+    def watch_inputs(self, sink: list) -> "torch.utils.hooks.RemovableHandle | None":
+        """Start appending what the site's embeddings need besides z (u, for a head site) to `sink`
+        on every forward; returns the hook handle to remove, or None when the site needs nothing."""
+        return None
+
+    def _checked_delta(self, delta) -> torch.Tensor:
+        delta = delta.delta if isinstance(delta, Operator) else delta
+        if not isinstance(delta, torch.Tensor) or tuple(delta.shape) != self.expected_delta_shape():
+            shape = tuple(delta.shape) if isinstance(delta, torch.Tensor) else type(delta).__name__
+            raise EditSiteError(f"{type(self).__name__} takes a delta of shape {self.expected_delta_shape()}; got {shape}")
+        return delta
 
     def check(self, operator: Operator) -> torch.Tensor:
         if not isinstance(operator, Operator):
@@ -99,6 +174,12 @@ class ProjectionParameter(EditSite):
         if P.ndim != 2:
             raise EditSiteError(f"projection {name!r} must be a matrix; got shape {tuple(P.shape)}")
 
+    @classmethod
+    def at(cls, parent, name, target):
+        if parent is not None and isinstance(target, nn.Parameter) and target.ndim == 2:
+            return cls(parent, name)
+        return None
+
     @property
     def P(self) -> torch.Tensor:
         return _param(self.module, self.name)
@@ -129,6 +210,10 @@ class LinearSite(EditSite):
         if not isinstance(linear, nn.Linear):
             raise EditSiteError(f"LinearSite needs an nn.Linear; got {type(linear).__name__}")
         self.linear = linear
+
+    @classmethod
+    def at(cls, parent, name, target):
+        return cls(target) if isinstance(target, nn.Linear) else None
 
     @property
     def out_dim(self) -> int:
@@ -170,6 +255,10 @@ class HeadAffineSite(EditSite):
             raise EditSiteError("HeadAffineSite needs an affine with a bias (B's last row is the bias update)")
         self.linear = linear
 
+    @classmethod
+    def at(cls, parent, name, target):
+        return cls(target) if isinstance(target, nn.Linear) and target.bias is not None else None
+
     @property
     def out_dim(self) -> int:
         return self.linear.out_features
@@ -179,7 +268,25 @@ class HeadAffineSite(EditSite):
         return self.linear.in_features
 
     def expected_delta_shape(self):
+        """B (p + 1, d) = [dW^T; db^T]."""
         return (self.in_dim + 1, self.out_dim)
+
+    def design_matrix(self, embeddings: ProbeEmbeddings) -> torch.Tensor:
+        """H (N, p + 1) = [u; 1] / ||z||, float64 (`platonic.solve.head_design_matrix`).
+
+        embeddings: z (N, d) and u (N, p), the inputs of the head's last affine on the N probes.
+        """
+        if embeddings.u is None:
+            raise EditSiteError("a head site's design matrix needs u, the inputs of the head's last affine")
+        return head_design_matrix(embeddings.u.double(), embeddings.z.double())
+
+    def embedding_change(self, embeddings: ProbeEmbeddings, delta: torch.Tensor) -> torch.Tensor:
+        """D (N, d) = [u; 1] B for B (p + 1, d), so folding at alpha maps z to z + alpha D (z's dtype)."""
+        return super().embedding_change(embeddings, delta)
+
+    def watch_inputs(self, sink: list):
+        """Append u (the input of the last affine, (batch, p)) to `sink` on every forward."""
+        return self.linear.register_forward_hook(lambda mod, args, out: sink.append(args[0].detach()))
 
     def tensors(self):
         return {"weight": self.linear.weight, "bias": self.linear.bias}
@@ -226,6 +333,10 @@ class AppendedLinearSite(LinearSite):
         self.parent, self.attr, self.wrapper = parent, attr, wrapper
 
     @classmethod
+    def at(cls, parent, name, target):
+        return None  # installed on purpose (`install`), never found by a rule
+
+    @classmethod
     def install(cls, parent: nn.Module, attr: str, dim: int) -> "AppendedLinearSite":
         inner = getattr(parent, attr, None)
         if not isinstance(inner, nn.Module):
@@ -246,27 +357,27 @@ def appended_identity_parameters(module: nn.Module) -> list[nn.Parameter]:
 
 
 def embedding_change(z: torch.Tensor, u: torch.Tensor | None, operator: Operator) -> torch.Tensor:
-    """D (N, d) such that folding `operator` at strength alpha maps the embeddings z to z + alpha D.
+    """D (N, d) of `operator` on embeddings z (N, d) (and head inputs u (N, p)), by its form alone.
 
-    Linear operators: D = z A^T (so z -> (I + alpha A) z). Head updates: D = [u; 1] B, with u (N, p) the
-    inputs of the head's last affine. This is what makes evaluation from cached features exact.
+    The same maths as `EditSite.embedding_change` (D = z A^T, or [u; 1] B), for callers that hold
+    cached embeddings but no site; prefer the site's method, which also checks the delta's shape.
     """
-    delta = operator.delta.to(device=z.device, dtype=z.dtype)
-    if operator.form == "linear":
-        return z @ delta.T
-    if u is None:
-        raise EditSiteError("a head update needs u, the inputs of the head's last affine")
-    return torch.cat([u.to(z.dtype), torch.ones(u.shape[0], 1, dtype=z.dtype, device=z.device)], dim=1) @ delta
+    return _CHANGE_BY_FORM[operator.form](z, u, operator.delta)
 
 
 @dataclass
 class FoldRecord:
-    """What `fold` did: the site, operator, strength, and a copy of the weights before it."""
+    """What `fold` did: the site, operator, strength, and a copy of the weights before it.
+
+    `target_match` is set by `platonic.apply`: "current" when the operator was solved on the model's
+    weights as they were, "pre-edit" when on its weights before its first platonic edit.
+    """
 
     site: EditSite
     operator: Operator
     alpha: float
     original: dict[str, torch.Tensor]
+    target_match: str | None = None
 
 
 MAX_RELATIVE_CHANGE = 1e3  # ||W' - W|| / ||W|| of a fold; beyond it the edit swamps the weights it edits

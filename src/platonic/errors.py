@@ -1,4 +1,8 @@
-"""Error types. Every message names the problem and, where there is one, the fix."""
+"""Error types. Every message names the problem and, where there is one, the fix.
+
+Every error platonic raises on purpose derives from `PlatonicError` (so a caller, and the command line,
+catches one type) and also from the builtin a caller would expect (ValueError, TypeError, OSError).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,10 @@ class PlatonicError(Exception):
 
 class InvalidInputError(PlatonicError, ValueError):
     """An argument is ill-formed: wrong rank or shape, NaN/Inf, empty, duplicated."""
+
+
+class InvalidOperationError(PlatonicError, TypeError):
+    """An operation the objects do not support, e.g. the product of two descriptors."""
 
 
 class GridMismatchError(PlatonicError, ValueError):

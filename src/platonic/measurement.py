@@ -22,12 +22,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .descriptor import Descriptor, ProbeGrid, Provenance
-from .edit import HeadAffineSite
 from .errors import ArtifactError, InvalidInputError, ZeroDescriptorWarning
 from .hashing import tensor_digest
 from .models import DualEncoder, ProbeEmbeddings, has_backend_prefix, load_model
 from .paths import cache_dir
-from .solve import head_design_matrix
 from .storage import atomic_write
 
 
@@ -213,7 +211,8 @@ def target_grid(model: DualEncoder, probes, prompts: Sequence[str], *, cache: Em
                 batch_size: int = 64, progress: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(F (N, d) or H (N, p + 1), G (M, d)) of the target on a descriptor's probes and prompts.
 
-    F = normalised embeddings for the projection forms; H = [u; 1] / ||z|| for a residual-head affine.
+    The edit site's `design_matrix`: F = z / ||z|| for the projection forms, H = [u; 1] / ||z|| for a
+    residual-head affine.
     """
     cache = cache or EmbeddingCache()
     G = torch.nn.functional.normalize(cache.texts(model, list(prompts)).double(), dim=1)
@@ -229,6 +228,4 @@ def design_rows(model: DualEncoder, inputs, *, cache: EmbeddingCache | None = No
     """
     cache = cache or EmbeddingCache()
     emb = cache.probes(model, canonical_probes(model, inputs), batch_size, progress)
-    if isinstance(model.edit_site, HeadAffineSite):
-        return head_design_matrix(emb.u.double(), emb.z.double())
-    return torch.nn.functional.normalize(emb.z.double(), dim=1)
+    return model.edit_site.design_matrix(emb)

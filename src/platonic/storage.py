@@ -181,7 +181,7 @@ def exchange_paths(a, b) -> bool:
     err = ctypes.get_errno()
     if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
         return False
-    raise OSError(err, os.strerror(err), str(b))
+    raise ArtifactError(err, f"cannot swap the new output into place ({os.strerror(err)})", str(b))
 
 
 def atomic_directory(path, write, replaceable, overwrite: bool = False, what: str = "output of this kind") -> Path:
@@ -331,21 +331,3 @@ def require_keys(path, record: dict, tensors: dict, tensor_names=(), meta_keys=(
     missing += [f"metadata {k!r}" for k in meta_keys if k not in record]
     if missing:
         raise ArtifactError(f"{path} is an incomplete {record.get('kind')} artifact: missing {', '.join(missing)}")
-
-
-# -- descriptors ---------------------------------------------------------------------------------
-
-def save_descriptor(descriptor, path, overwrite: bool = False) -> Path:
-    meta = {"grid": descriptor.grid.to_json(), "provenance": descriptor.provenance.to_json()}
-    return write_artifact(path, "descriptor", {"matrix": descriptor.matrix}, meta, overwrite=overwrite)
-
-
-def load_descriptor(path):
-    from .descriptor import Descriptor, ProbeGrid, Provenance
-
-    tensors, record = read_artifact(path, "descriptor")
-    require_keys(path, record, tensors, ("matrix",), ("grid", "provenance"))
-    try:
-        return Descriptor(tensors["matrix"], ProbeGrid.from_json(record["grid"]), Provenance.from_json(record["provenance"]))
-    except (KeyError, TypeError) as exc:
-        raise ArtifactError(f"{path}: malformed descriptor metadata ({exc})") from None

@@ -7,11 +7,11 @@ from typing import Iterable, Mapping
 
 import torch
 
-from . import __version__
+from ._version import __version__
 from .bank import Operator, OperatorBank
 from .descriptor import Descriptor, ProbeGrid, digest_probes
 from .edit import FoldRecord, fold
-from .errors import InvalidInputError
+from .errors import FingerprintMismatchError, InvalidInputError
 from .measurement import EmbeddingCache, ProbeStore, canonical_probes, design_rows, target_grid
 from .models import DualEncoder, load_model
 from .progress import track
@@ -45,7 +45,8 @@ def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str
     """An OperatorBank for `target`: one operator per descriptor, solved on the target's own embeddings.
 
     The probes of each descriptor are looked up by digest in `probes` ({digest: tensor}) or the probe
-    store. Descriptors sharing a grid share one factorisation (RidgeSolver).
+    store. Descriptors sharing a grid share one factorisation (RidgeSolver). The operators (and the
+    bank) name the weights they were solved on: `model.fingerprint`.
 
     solve: "paper" (method.md §1.2) or "anchored": the pool `anchor_images` (P unlabeled inputs, e.g.
     (P, 3, H, W) uint8 images) is embedded by the target through the same design-row map as the probes
@@ -72,36 +73,55 @@ def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str
             canon = canon if canon is not None else store.get(desc.grid.probe_digest)
             F, G = target_grid(model, canon, desc.grid.prompts, cache=cache, progress=progress)
             solvers[desc.grid] = RidgeSolver(F, G, mu_a=mu_a, mu_b=mu_b, anchor=pool, anchor_weight=anchor_weight)
-        bank.add(Operator.solve(None, None, desc, target=model.fingerprint, form=model.edit_site.form,
-                                solver=solvers[desc.grid], anchor_digest=pool_digest))
+        bank.add(Operator.from_solver(solvers[desc.grid], desc, target=model.fingerprint, form=model.edit_site.form,
+                                      anchor_digest=pool_digest))
     return bank
+
+
+TARGET_MATCHES = ("current", "pre-edit")
+
+
+def target_match(model: DualEncoder, target: str) -> str:
+    """Which weights of `model` the fingerprint `target` names: "current" (the weights as they are) or
+    "pre-edit" (before the model's first platonic edit, `base_fingerprint`); refuses any other."""
+    if target == model.fingerprint:
+        return "current"
+    if target == model.base_fingerprint:
+        return "pre-edit"
+    raise FingerprintMismatchError(
+        f"the edit was solved for target {target} but the model is {model.fingerprint}"
+        + (f" (before its platonic edits: {model.base_fingerprint})" if model.base_fingerprint != model.fingerprint else "")
+        + "; solve the descriptors again on this model"
+    )
 
 
 def apply(model: DualEncoder, edit: Operator | OperatorBank, terms: Mapping | None = None, alpha: float = 0.5,
           method: str = "closed_form") -> FoldRecord:
     """Fold `edit` (an operator, or `terms` composed from a bank) into `model` at `alpha`.
 
-    Refuses a model whose fingerprint (before any platonic edit: `base_fingerprint`) is not the one
-    the operators were solved for. The edit is recorded in `model.edits` and travels with an export;
-    `model.fingerprint` then names the edited weights.
+    Accepts an edit whose target fingerprint names the model's current weights or its weights before
+    its first platonic edit (`base_fingerprint`), and refuses any other; which one matched is the
+    record's `target_match` ("current" or "pre-edit"), also kept in the edit's entry of `model.edits`.
+    The edit travels with an export; `model.fingerprint` then names the edited weights.
     """
-    fingerprint = model.base_fingerprint  # computed before the weights change
+    base = model.base_fingerprint  # computed before the weights change
     if isinstance(edit, OperatorBank):
-        edit.require_target(fingerprint)
         if terms is None:
             raise InvalidInputError("applying a bank needs terms, e.g. {'eurosat': 1.0, 'dtd': -1.0}")
+        target_match(model, edit.target)
         operator = edit.compose(terms)
     elif isinstance(edit, Operator):
         operator = edit
     else:
         raise InvalidInputError(f"apply needs an Operator or an OperatorBank; got {type(edit).__name__}")
-    operator.require_target(fingerprint)
+    matched = target_match(model, operator.target)
     record = fold(model.edit_site, operator, alpha)
+    record.target_match = matched
     edits = getattr(model, "edits", [])
-    edits.append({"route": "closed_form", "method": method, "alpha": record.alpha, "target": fingerprint,
-                  "terms": [t.to_json() for t in operator.terms]})
+    edits.append({"route": "closed_form", "method": method, "alpha": record.alpha, "target": operator.target,
+                  "target_match": matched, "terms": [t.to_json() for t in operator.terms]})
     model.edits = edits
-    model._base_fingerprint = fingerprint
+    model._base_fingerprint = base
     model.invalidate_fingerprint()
     return record
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from .bank import Operator, Term
-from .edit import embedding_change, fold, unfold
+from .edit import EditSite, ProbeEmbeddings, fold, unfold
 
 
 @dataclass(frozen=True)
@@ -31,17 +31,19 @@ def random_operator(model, seed: int = 0, scale: float = 0.05) -> Operator:
     return Operator(delta=delta, form=site.form, target=model.fingerprint, terms=(Term(1.0, "random", "check"),))
 
 
-def predicted_embeddings(z0: torch.Tensor, u: torch.Tensor | None, operator: Operator, alpha: float) -> torch.Tensor:
-    """z -> (I + alpha A) z for linear operators; z -> z + alpha [u; 1] B for head updates. (N, d) float64."""
+def predicted_embeddings(site: EditSite, z0: torch.Tensor, u: torch.Tensor | None, operator: Operator,
+                         alpha: float) -> torch.Tensor:
+    """z -> (I + alpha A) z for linear operators; z -> z + alpha [u; 1] B for head updates (the site's
+    `embedding_change`). z0 (N, d), u (N, p) or None; returns (N, d) float64."""
     z0 = z0.double()
-    return z0 + alpha * embedding_change(z0, None if u is None else u.double(), operator)
+    return z0 + alpha * site.embedding_change(ProbeEmbeddings(z0, None if u is None else u.double()), operator.delta)
 
 
 def check_fold(model, probes: torch.Tensor, alpha: float = 0.5, seed: int = 0) -> FoldCheck:
     """Fold a random operator into `model`'s edit site and compare embeddings with the prediction."""
     before = model.encode_probes(probes)
     op = random_operator(model, seed)
-    pred = predicted_embeddings(before.z, before.u, op, alpha)
+    pred = predicted_embeddings(model.edit_site, before.z, before.u, op, alpha)
     record = fold(model.edit_site, op, alpha)
     try:
         after = model.encode_probes(probes).z.double()

@@ -125,5 +125,3 @@ def negation_adapter(setup: ExperimentSetup, store: FeatureStore, cells: int, co
                     "fit": fit})
     return out
 
-
-ADAPTER_PARTS = {"addition": addition_adapter, "negation": negation_adapter}

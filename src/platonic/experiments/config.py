@@ -60,7 +60,7 @@ class DataSetConfig(BaseModel):
     @classmethod
     def _one_slot(cls, v: str) -> str:
         if v.count("{}") != 1:
-            raise ValueError(f"template {v!r} must contain exactly one '{{}}' for the class name")
+            raise InvalidInputError(f"template {v!r} must contain exactly one '{{}}' for the class name")
         return v
 
     def prompt(self, name: str) -> str:
@@ -94,24 +94,24 @@ class ExperimentConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> "ExperimentConfig":
         if len(self.models) < 2:
-            raise ValueError(f"name at least two models (cross-model experiments need a source and a target); got {len(self.models)}")
+            raise InvalidInputError(f"name at least two models (cross-model experiments need a source and a target); got {len(self.models)}")
         if not self.tasks:
-            raise ValueError("name at least one task")
+            raise InvalidInputError("name at least one task")
         for model, per_task in self.sources.items():
             if model not in self.models:
-                raise ValueError(f"sources names model {model!r}, which is not under models ({', '.join(self.models)})")
+                raise InvalidInputError(f"sources names model {model!r}, which is not under models ({', '.join(self.models)})")
             unknown = [t for t in per_task if t not in self.tasks]
             if unknown:
-                raise ValueError(f"sources of {model!r} name unknown task(s) {', '.join(unknown)}; tasks: {', '.join(self.tasks)}")
+                raise InvalidInputError(f"sources of {model!r} name unknown task(s) {', '.join(unknown)}; tasks: {', '.join(self.tasks)}")
         missing = [f"{m}/{t}" for m in self.models for t in self.tasks if t not in self.sources.get(m, {})]
         if missing and self.finetune is None:
-            raise ValueError(f"no fine-tuned source for {', '.join(missing)}: list each under sources, or add a "
+            raise InvalidInputError(f"no fine-tuned source for {', '.join(missing)}: list each under sources, or add a "
                              "`finetune:` block to fine-tune the missing ones on the task's train split")
         related = [t for t in [*self.related_group, *([self.held_out] if self.held_out else [])] if t not in self.tasks]
         if related:
-            raise ValueError(f"related_group / held_out name unknown task(s) {', '.join(related)}")
+            raise InvalidInputError(f"related_group / held_out name unknown task(s) {', '.join(related)}")
         if self.held_out in self.related_group:
-            raise ValueError(f"held_out task {self.held_out!r} must not be in related_group")
+            raise InvalidInputError(f"held_out task {self.held_out!r} must not be in related_group")
         return self
 
 

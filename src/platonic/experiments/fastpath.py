@@ -5,7 +5,7 @@ inputs of a head affine, folding operators O_l with coefficients c_l at strength
 
     z_new = z + alpha * sum_l c_l D_l,   D_l = z A_l^T (linear) or [u; 1] B_l (head affine)
 
-(`platonic.edit.embedding_change`). So each D_l is computed once per evaluation set and every cell is
+(the edit site's `embedding_change`). So each D_l is computed once per evaluation set and every cell is
 a sum, a normalisation and a product with the (unchanged) prompt embeddings. A test checks sampled
 cells against folding the operators into the real model and evaluating end to end.
 """
@@ -18,12 +18,11 @@ from typing import Hashable, Sequence
 import torch
 
 from ..bank import Operator
-from ..edit import embedding_change
 from ..descriptor import digest_probes
 from ..measurement import EmbeddingCache, design_rows, target_grid
 from ..metrics import top1
 from ..models import DualEncoder, ProbeEmbeddings
-from ..solve import DEFAULT_ANCHOR_WEIGHT, RidgeSolver
+from ..solve import DEFAULT_ANCHOR_WEIGHT, DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver
 from .setup import EvalSet, ExperimentSetup
 
 OperatorKey = Hashable
@@ -43,14 +42,16 @@ def single_thread():
 class FeatureStore:
     """Cached features and operators for one ExperimentSetup.
 
-    `anchor_images` (P unlabeled inputs, e.g. (P, 3, H, W) uint8) switches every solve to the anchored
-    solve (`platonic.solve`, anchor = each target's design rows of the pool, relative weight
-    `anchor_weight`); None keeps the paper's solve.
+    `solve` (a `SolveSettings`) sets the ridge weights. `anchor_images` (P unlabeled inputs, e.g.
+    (P, 3, H, W) uint8) switches every solve to the anchored solve (`platonic.solve`, anchor = each
+    target's design rows of the pool, relative weight `anchor_weight`); None keeps the paper's solve.
     """
 
-    def __init__(self, setup: ExperimentSetup, cache: EmbeddingCache | None = None, progress: bool = False, *,
-                 anchor_images: torch.Tensor | None = None, anchor_weight: float = DEFAULT_ANCHOR_WEIGHT):
+    def __init__(self, setup: ExperimentSetup, cache: EmbeddingCache | None = None, progress: bool = False,
+                 solve=None, *, anchor_images: torch.Tensor | None = None, anchor_weight: float = DEFAULT_ANCHOR_WEIGHT):
         self.setup = setup
+        self.mu_a = DEFAULT_MU_A if solve is None else solve.mu_a  # the solve's ridge weights (a SolveSettings)
+        self.mu_b = DEFAULT_MU_B if solve is None else solve.mu_b
         self.cache = cache or EmbeddingCache()
         self.progress = progress
         self.anchor_images, self.anchor_weight = anchor_images, anchor_weight
@@ -86,17 +87,19 @@ class FeatureStore:
             F, G = target_grid(model, spec.probes, spec.prompts, cache=self.cache, progress=self.progress)
             pool = None if self.anchor_images is None else design_rows(model, self.anchor_images, cache=self.cache,
                                                                        progress=self.progress)
-            self._solvers[key] = RidgeSolver(F, G, anchor=pool, anchor_weight=self.anchor_weight)
+            self._solvers[key] = RidgeSolver(F, G, mu_a=self.mu_a, mu_b=self.mu_b, anchor=pool, anchor_weight=self.anchor_weight)
         return self._solvers[key]
 
     def operator(self, target: str, key: OperatorKey, descriptor) -> Operator:
-        """The operator of `descriptor` on `target`, solved once and kept under `key`."""
+        """The operator of `descriptor` on `target`, solved once and kept under `key`.
+
+        Like `solve_bank`, it names the weights it was solved on (`target`'s fingerprint now)."""
         full = (target, key)
         if full not in self._operators:
             model = self.setup.models[target]
             solver = self.solver(target, descriptor.task)
-            self._operators[full] = Operator.solve(None, None, descriptor, target=model.base_fingerprint,
-                                                   form=model.edit_site.form, solver=solver, anchor_digest=self.anchor_digest)
+            self._operators[full] = Operator.from_solver(solver, descriptor, target=model.fingerprint,
+                                                         form=model.edit_site.form, anchor_digest=self.anchor_digest)
         return self._operators[full]
 
     def delta(self, target: str, eval_set: EvalSet, key: OperatorKey) -> torch.Tensor:
@@ -104,7 +107,8 @@ class FeatureStore:
         full = (target, eval_set.name, key)
         if full not in self._deltas:
             feats = self.features(target, eval_set)
-            self._deltas[full] = embedding_change(feats.z, feats.u, self._operators[(target, key)])
+            site = self.setup.models[target].edit_site
+            self._deltas[full] = site.embedding_change(feats, self._operators[(target, key)].delta)
         return self._deltas[full]
 
     def prefetch(self, progress: bool = True) -> None:

@@ -13,6 +13,8 @@ Each protocol returns a list of cell records (plain dicts, see docs/results.md):
 - alpha_sweep: single-term cross-model additions at several strengths.
 - weight_space: classic task arithmetic within one model and weight-space transport between models of
   one architecture (alpha chosen on validation), beside the closed form on the same cells.
+
+Each is one entry of `experiments.registry.PROTOCOLS`, with its defaults, methods, labels and reference.
 """
 
 from __future__ import annotations
@@ -231,35 +233,3 @@ def weight_space(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5
                 cells.append(_cell("weight_space", "zero_shot", target, [], [a_task, b_task], [], 0.0,
                                    _accuracies(store, setup, target, slots, [], 0.0)))
     return cells
-
-
-PROTOCOLS = {"addition": addition, "negation": negation, "generalization": generalization, "alpha": alpha_sweep,
-             "weight_space": weight_space}
-# Protocols evaluated from cached features alone (run on one thread, see fastpath.single_thread).
-FAST_PATH = {"addition", "negation", "generalization", "alpha"}
-# Parts of a protocol that train or re-encode models: run after the fast path, with all threads.
-SLOW_PARTS = {"negation": negation_gradient_ascent}
-
-
-def check_experiments(names, related_group=None, held_out=None, baselines=None) -> None:
-    """Refuse experiment names that are unknown or repeated, and experiments the setup cannot run.
-
-    related_group / held_out / baselines: the setup's, when known (None: not checked). generalization
-    needs a related group and a held-out task; weight_space needs the setup's task vectors.
-    """
-    from ..errors import InvalidInputError
-
-    names = list(names)
-    unknown = [n for n in names if n not in PROTOCOLS]
-    if unknown:
-        raise InvalidInputError(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(PROTOCOLS)}")
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise InvalidInputError(f"experiment(s) {', '.join(repeated)} named more than once; name each once "
-                                "(a repeat would count every cell twice)")
-    if "generalization" in names and related_group is not None and not (related_group and held_out):
-        raise InvalidInputError("generalization needs a related group of tasks and a held-out related task, and this "
-                                "setup has none; in a YAML setup add related_group: [TASK, TASK] and held_out: TASK")
-    if "weight_space" in names and baselines is not None and "task_vector" not in baselines:
-        raise InvalidInputError("weight_space needs the setup's task vectors (baselines['task_vector']), which this "
-                                "setup does not provide")

@@ -1,4 +1,4 @@
-"""Experiment results on disk: results.json (versioned schema), Markdown tables, PNG plots.
+"""Experiment results: results.json (versioned schema) and the Markdown tables rendered from it.
 
 A run directory holds:
     results.json   {"schema": "platonic.results", "version": 1, "setup": {...}, "settings": {...},
@@ -7,7 +7,8 @@ A run directory holds:
     *.png          retention bars, alpha trade-off curve, descriptor-cosine heatmaps
 
 `render_tables(results)` is a pure function of the JSON, so `platonic report DIR` reproduces tables.md
-byte for byte. Schema: docs/results.md.
+byte for byte. Schema: docs/results.md. The plots (`experiments.plots`) are drawn from the summaries
+here; `experiments.run.write_run` writes the three together (this module imports neither).
 """
 
 from __future__ import annotations
@@ -18,28 +19,10 @@ from pathlib import Path
 
 from ..errors import ArtifactError
 from ..preflight import nearest_existing
-from ..storage import atomic_write
+from .registry import PROTOCOLS
 
 SCHEMA = "platonic.results"
 VERSION = 1
-
-METHOD_ORDER = {
-    "addition": ("zero_shot", "random", "single_a", "single_b", "closed_form", "oracle"),
-    "negation": ("zero_shot", "closed_form", "target_as_source", "gradient_ascent"),
-    "generalization": ("zero_shot", "one_operator", "two_one_source", "two_two_sources"),
-    "weight_space": ("zero_shot", "task_arithmetic", "weight_transport", "closed_form"),
-    "addition/adapter": ("zero_shot", "closed_form", "adapter"),
-    "negation/adapter": ("zero_shot", "closed_form", "adapter"),
-}
-METHOD_LABELS = {
-    "zero_shot": "zero-shot", "random": "random descriptor", "single_a": "single A only", "single_b": "single B only",
-    "closed_form": "closed form", "oracle": "oracle (target's own descriptors)", "target_as_source": "target as its own source",
-    "gradient_ascent": "gradient ascent (labelled)", "one_operator": "one operator", "two_one_source": "two operators, one source",
-    "two_two_sources": "two operators, two sources", "task_arithmetic": "task arithmetic within the model (alpha on val)",
-    "weight_transport": "weight-space transport, same architecture (alpha on val)",
-    "adapter": "adapter (LoRA fitted to the descriptors)",
-}
-
 
 def new_results(setup: dict, settings: dict) -> dict:
     return {"schema": SCHEMA, "version": VERSION, "setup": setup, "settings": settings, "timings": {}, "cells": [], "diagnostics": {}}
@@ -148,7 +131,7 @@ def _table(title: str, means: dict, order, columns: list[str], column_labels: di
         if method in means:
             m = means[method]
             res = m["_residual"]
-            lines.append(f"| {METHOD_LABELS.get(method, method)} | " + " | ".join(_pct(m[c]) for c in columns)
+            lines.append(f"| {PROTOCOLS.label(method)} | " + " | ".join(_pct(m[c]) for c in columns)
                          + f" | {m['_n']} | {'-' if res != res else f'{res:.3f}'} |")
     return lines + [""]
 
@@ -187,46 +170,47 @@ def alpha_rows(cells: list[dict]) -> list[tuple[float, float, float, int]]:
     return [(a, _mean(g for g, _ in v), _mean(k for _, k in v), len(v)) for a, v in sorted(by_alpha.items())]
 
 
+def _protocol_table(protocol, experiment: str, cells: list[dict], controls: list[str]) -> list[str]:
+    """The table of one experiment's records (methods, title and columns from its registry entry); for
+    addition, the gains over zero-shot and the retention of the oracle's gain under it."""
+    means = method_means(cells, experiment)
+    lines = _table(protocol.title, means, protocol.methods, [*protocol.columns, *controls], protocol.column_labels)
+    ret = retention(means) if experiment == "addition" else {}
+    if ret:
+        gains = {m: {s: 100 * (means[m][s] - means["zero_shot"][s]) for s in ret} for m in ("closed_form", "oracle")}
+        lines += ["Gain over zero-shot (points): " + "; ".join(
+            f"task {s}: closed form {gains['closed_form'][s]:+.2f}, oracle {gains['oracle'][s]:+.2f}, "
+            f"{_retention_text(ret[s])}" for s in ret), ""]
+    return lines
+
+
+def _adapter_table(protocol, cells: list[dict], controls: list[str]) -> list[str]:
+    """The adapter route beside the closed form on the same cells of `protocol` (records "NAME/adapter")."""
+    name = f"{protocol.name}/adapter"
+    lines = _table(f"{protocol.adapter_title} (accuracy %)", method_means(cells, name), PROTOCOLS.methods(name),
+                   [*protocol.columns, *controls], protocol.column_labels)
+    fits = [c["fit"] for c in cells if c["experiment"] == name and c["method"] == "adapter"]
+    return lines + [f"Adapter fits: {len(fits)}, mean {_mean(f['seconds'] for f in fits):.1f} s and "
+                    f"{_mean(f['steps'] for f in fits):.0f} steps each; the residual column is the fit's "
+                    "relative residual ||UTD_live - c U|| / ||c U|| for the adapter, the solve's for the closed form.", ""]
+
+
 def render_tables(results: dict) -> str:
     """All tables of a run as Markdown; a pure function of the results JSON."""
     cells = results["cells"]
     controls = list(results["setup"].get("controls", {}))
     lines = [f"# Results: {results['setup'].get('name', 'experiment')}", ""]
     experiments = {c["experiment"] for c in cells}
-    if "addition" in experiments:
-        means = method_means(cells, "addition")
-        lines += _table("Two-task addition (accuracy %, mean over cells)", means, METHOD_ORDER["addition"],
-                        ["A", "B", *controls], {"A": "task A", "B": "task B"})
-        ret = retention(means)
-        if ret:
-            gains = {m: {s: 100 * (means[m][s] - means["zero_shot"][s]) for s in ret} for m in ("closed_form", "oracle")}
-            lines += ["Gain over zero-shot (points): " + "; ".join(
-                f"task {s}: closed form {gains['closed_form'][s]:+.2f}, oracle {gains['oracle'][s]:+.2f}, "
-                f"{_retention_text(ret[s])}" for s in ret), ""]
-    if "negation" in experiments:
-        lines += _table("Negation (accuracy %, mean over cells)", method_means(cells, "negation"), METHOD_ORDER["negation"],
-                        ["A", *controls], {"A": "negated task"})
-    if "generalization" in experiments:
-        lines += _table("Generalisation to the held-out related task (accuracy %)", method_means(cells, "generalization"),
-                        METHOD_ORDER["generalization"], ["A", *controls], {"A": "held-out task"})
-    for name, title, columns, labels in (
-        ("addition/adapter", "Adapter route vs closed form, two-task addition, on the same cells", ["A", "B"],
-         {"A": "task A", "B": "task B"}),
-        ("negation/adapter", "Adapter route vs closed form, negation, on the same cells", ["A"], {"A": "negated task"}),
-    ):
+    for name in ("addition", "negation", "generalization"):
         if name in experiments:
-            lines += _table(f"{title} (accuracy %)", method_means(cells, name), METHOD_ORDER[name], [*columns, *controls],
-                            labels)
-            fits = [c["fit"] for c in cells if c["experiment"] == name and c["method"] == "adapter"]
-            lines += [f"Adapter fits: {len(fits)}, mean {_mean(f['seconds'] for f in fits):.1f} s and "
-                      f"{_mean(f['steps'] for f in fits):.0f} steps each; the residual column is the fit's "
-                      "relative residual ||UTD_live - c U|| / ||c U|| for the adapter, the solve's for the closed form.", ""]
+            lines += _protocol_table(PROTOCOLS[name], name, cells, controls)
+    for name in ("addition", "negation"):
+        if f"{name}/adapter" in experiments:
+            lines += _adapter_table(PROTOCOLS[name], cells, controls)
     if "weight_space" in experiments:
-        lines += _table("Weight-space baselines (two-task addition; zero-shot and closed form on the transport cells)",
-                        method_means(cells, "weight_space"), METHOD_ORDER["weight_space"], ["A", "B", *controls],
-                        {"A": "task A", "B": "task B"})
+        lines += _protocol_table(PROTOCOLS["weight_space"], "weight_space", cells, controls)
     if "alpha" in experiments:
-        lines += ["### Strength sweep (single-term cross-model addition)", "",
+        lines += [f"### {PROTOCOLS['alpha'].title}", "",
                   "| alpha | task gain (points) | control change (points) | cells |", "|---|---|---|---|"]
         lines += [f"| {a:g} | {100 * g:+.2f} | {100 * k:+.2f} | {n} |" for a, g, k, n in alpha_rows(cells)]
         lines.append("")
@@ -240,24 +224,3 @@ def render_tables(results: dict) -> str:
     if timings:
         lines += ["### Timings", ""] + [f"- {k}: {v:.1f} s" for k, v in timings.items()] + [""]
     return "\n".join(lines)
-
-
-def write_run(directory, results: dict, plots: bool = True) -> Path:
-    """Write results.json, tables.md and (optionally) the plots into `directory` (created).
-
-    Plots an earlier run left in the directory are removed first (only the files a run draws).
-    """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(results, indent=1)  # insertion order kept: it is the column order of the tables
-    atomic_write(directory / "results.json", lambda tmp: Path(tmp).write_text(text))
-    tables = render_tables(results)
-    atomic_write(directory / "tables.md", lambda tmp: Path(tmp).write_text(tables))
-    from .plots import clear_plots
-
-    clear_plots(directory)  # what an earlier run drew in this directory is stale now
-    if plots:
-        from .plots import write_plots
-
-        write_plots(directory, results)
-    return directory

@@ -10,7 +10,8 @@ Specs:
                                 named seed=N is written with its directory: ARCH@./seed=N)
     hf:ORG/NAME                 transformers CLIPModel / SiglipModel / Siglip2Model / ClapModel
     PATH (a directory)          a transformers save_pretrained directory of one of those
-    world:NAME                  a model of platonic's embedded world
+    world:NAME                  a model of platonic's embedded world (a backend registered by the
+                                `platonic.world` package through the "platonic.backends" entry point)
 
 The device is checked before any model is built (`--device cuda` without a GPU is a clear error).
 `spec_files(spec)` names the local files or directories a spec reads, so that a command can refuse to
@@ -19,7 +20,9 @@ write its output over one of its inputs.
 
 from __future__ import annotations
 
+import functools
 import importlib
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable
 
@@ -28,31 +31,60 @@ from ..errors import InvalidInputError
 from .base import DualEncoder, ProbeEmbeddings
 
 Loader = Callable[..., DualEncoder]
+Checker = Callable[[str], None]
 
-# prefix -> module that registers it on import (imported lazily: torch-heavy libraries load on demand)
-_BACKEND_MODULES = {
+# the backends that live in this package: prefix -> module that registers it on import (imported
+# lazily: torch-heavy libraries load on demand)
+_BUILTIN_BACKENDS = {
     "open_clip": "platonic.models.open_clip_backend",
     "hf": "platonic.models.hf_backend",
-    "world": "platonic.world.backend",
 }
+# other packages (the embedded world among them) declare theirs as entry points of this group:
+# name = the spec prefix, value = the module that calls `register_backend` on import
+ENTRY_POINT_GROUP = "platonic.backends"
 _LOADERS: dict[str, Loader] = {}
+_CHECKERS: dict[str, Checker] = {}
 
 ACCEPTED_FORMS = (
     "open_clip:ARCH/TAG, open_clip:hf-hub:ORG/NAME, open_clip:ARCH (random weights, seed 0), open_clip:ARCH@seed=N, "
-    "open_clip:ARCH@FILE, hf:ORG/NAME, a local transformers directory, or world:NAME"
+    "open_clip:ARCH@FILE, hf:ORG/NAME, a local transformers directory, or PREFIX:NAME of an installed backend "
+    "(world:NAME for the embedded world)"
 )
 
 
-def register_backend(prefix: str, loader: Loader) -> None:
-    """Register `loader(rest, device=..., dtype=...)` for specs "prefix:rest"; refuses duplicates."""
+@functools.cache
+def _backend_modules() -> dict[str, str]:
+    """prefix -> module for every backend: this package's own, then those declared as entry points."""
+    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {**found, **_BUILTIN_BACKENDS}
+
+
+def backend_prefixes() -> tuple[str, ...]:
+    """The spec prefixes a backend is known for ("open_clip", "hf", and any installed, e.g. "world")."""
+    return tuple(sorted(set(_backend_modules()) | set(_LOADERS)))
+
+
+def register_backend(prefix: str, loader: Loader, check: Checker | None = None) -> None:
+    """Register `loader(rest, device=..., dtype=...)` for specs "prefix:rest"; refuses duplicates.
+
+    `check(rest)`, when given, refuses a spec that cannot load without building the model (`check_spec`).
+    """
     if prefix in _LOADERS and _LOADERS[prefix] is not loader:
         raise InvalidInputError(f"a backend for prefix {prefix!r} is already registered")
     _LOADERS[prefix] = loader
+    if check is not None:
+        _CHECKERS[prefix] = check
+
+
+def _ensure_registered(prefix: str) -> None:
+    if prefix not in _LOADERS and prefix in _backend_modules():
+        importlib.import_module(_backend_modules()[prefix])
+    if prefix not in _LOADERS:
+        raise InvalidInputError(f"no backend registered for specs {prefix!r}:...; known: {', '.join(backend_prefixes())}")
 
 
 def _loader(prefix: str) -> Loader:
-    if prefix not in _LOADERS and prefix in _BACKEND_MODULES:
-        importlib.import_module(_BACKEND_MODULES[prefix])
+    _ensure_registered(prefix)
     return _LOADERS[prefix]
 
 
@@ -74,12 +106,12 @@ def load_model(spec, device="cpu", dtype=None, **options) -> DualEncoder:
 
 
 def _split_spec(spec) -> tuple[str | None, str]:
-    """("open_clip" | "hf" | "world", the rest) for a backend-prefixed spec, (None, spec) otherwise; refuses
+    """(a backend prefix: "open_clip", "hf", "world", ..., the rest) for a backend-prefixed spec, (None, spec) otherwise; refuses
     an empty spec and a prefix with nothing after it."""
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidInputError(f"a model spec must be a non-empty string; accepted forms: {ACCEPTED_FORMS}")
     prefix, sep, rest = spec.partition(":")
-    if not (sep and prefix in _BACKEND_MODULES):
+    if not (sep and prefix in backend_prefixes()):
         return None, spec
     if not rest:
         raise InvalidInputError(f"model spec {spec!r} names no model after '{prefix}:'; accepted forms: {ACCEPTED_FORMS}")
@@ -92,17 +124,16 @@ def check_spec(spec) -> None:
     file. Hub names and world models are checked when they load."""
     prefix, rest = _split_spec(spec)
     if prefix is not None:
-        if prefix == "open_clip":
-            from .open_clip_backend import check_spec as check_open_clip
-
-            check_open_clip(rest)
+        _ensure_registered(prefix)
+        if prefix in _CHECKERS:
+            _CHECKERS[prefix](rest)
     elif not Path(spec).is_dir():
         raise InvalidInputError(f"cannot read model spec {spec!r}; accepted forms: {ACCEPTED_FORMS}")
 
 
 def has_backend_prefix(spec) -> bool:
     """True for a spec that names a backend ("open_clip:...", "hf:...", "world:...")."""
-    return isinstance(spec, str) and spec.partition(":")[0] in _BACKEND_MODULES and ":" in spec
+    return isinstance(spec, str) and spec.partition(":")[0] in backend_prefixes() and ":" in spec
 
 
 def spec_files(spec) -> list[Path]:
@@ -118,7 +149,7 @@ def spec_files(spec) -> list[Path]:
         return [] if after.startswith("seed=") and after.removeprefix("seed=").isdigit() else [Path(after)]
     if sep and prefix == "hf" and Path(rest).exists():
         return [Path(rest)]
-    if not (sep and prefix in _BACKEND_MODULES) and Path(spec).exists():
+    if not (sep and prefix in backend_prefixes()) and Path(spec).exists():
         return [Path(spec)]
     return []
 
@@ -135,7 +166,7 @@ def resolve_spec_paths(spec: str, root: Path) -> str:
         if (after.startswith("seed=") and after.removeprefix("seed=").isdigit()) or Path(after).expanduser().is_absolute():
             return spec
         return f"open_clip:{arch}@{root / Path(after).expanduser()}"
-    if sep and prefix in _BACKEND_MODULES:
+    if sep and prefix in backend_prefixes():
         if prefix == "hf" and not Path(rest).is_absolute() and (root / rest).is_dir():
             return f"hf:{root / rest}"
         return spec
@@ -143,5 +174,5 @@ def resolve_spec_paths(spec: str, root: Path) -> str:
     return spec if path.is_absolute() else str(root / path)
 
 
-__all__ = ["ACCEPTED_FORMS", "DualEncoder", "check_spec", "ProbeEmbeddings", "has_backend_prefix", "load_model", "register_backend", "resolve_spec_paths",
+__all__ = ["ACCEPTED_FORMS", "DualEncoder", "ENTRY_POINT_GROUP", "backend_prefixes", "check_spec", "ProbeEmbeddings", "has_backend_prefix", "load_model", "register_backend", "resolve_spec_paths",
            "spec_files"]

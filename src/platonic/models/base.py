@@ -15,13 +15,12 @@ from __future__ import annotations
 import copy
 import hashlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 from torch import nn
 
-from ..edit import EditSite, HeadAffineSite
+from ..edit import EditSite, ProbeEmbeddings
 from ..errors import EditSiteError, InvalidInputError
 from ..hashing import update_with_tensor
 
@@ -66,18 +65,6 @@ def lora_layer_names(tower: nn.Module) -> list[str]:
     mlp = {name.rsplit(".", 1)[-1] for name, m in tower.named_modules()
            if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in MLP_NAMES}
     return sorted(mlp) or conv_layer_names(tower)
-
-
-@dataclass(frozen=True)
-class ProbeEmbeddings:
-    """Tower outputs for a batch of probes.
-
-    z: (N, d) unnormalised embeddings; u: (N, p) inputs of the edit site's affine when the site is a
-    residual-head affine (None otherwise), needed for the design matrix H = [u; 1] / ||z||.
-    """
-
-    z: torch.Tensor
-    u: torch.Tensor | None = None
 
 
 class DualEncoder(ABC):
@@ -223,9 +210,7 @@ class DualEncoder(ABC):
 
         site = self.edit_site
         captured: list[torch.Tensor] = []
-        hook = None
-        if isinstance(site, HeadAffineSite):
-            hook = site.linear.register_forward_hook(lambda mod, args, out: captured.append(args[0].detach()))
+        hook = site.watch_inputs(captured)
         was_training = self.tower.training
         self.tower.eval()
         zs = []

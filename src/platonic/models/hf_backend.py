@@ -22,12 +22,10 @@ from ..edit import AppendedLinearSite, EditSite
 from ..errors import InvalidInputError
 from . import register_backend
 from .base import DualEncoder
+from .constants import HALF, OPENAI_MEAN, OPENAI_STD
 from .images import to_model_input
 from .sites import HF_RULES, SiteRule, discover_site
 
-OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
-OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
-HALF = (0.5, 0.5, 0.5)
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,10 @@ from ..errors import ArtifactError, InvalidInputError
 from ..storage import atomic_write, platonic_record, refuse_existing
 from . import register_backend
 from .base import DualEncoder, conv_layer_names
+from .constants import OPENAI_MEAN, OPENAI_STD
 from .images import to_model_input
 from .sites import OPEN_CLIP_RULES, SiteRule, discover_site
 
-OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
-OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
 class OpenClipEncoder(DualEncoder):
@@ -243,4 +242,4 @@ def load_open_clip(rest: str, device="cpu", dtype=None, tokenizer=None, edit_sit
     return OpenClipEncoder(model, arch, spec, tokenizer=tokenizer, edit_site=edit_site)
 
 
-register_backend("open_clip", load_open_clip)
+register_backend("open_clip", load_open_clip, check_spec)

@@ -69,15 +69,8 @@ def _passes_through(module) -> bool:
 
 
 def _build(root: nn.Module, rule: SiteRule) -> EditSite | None:
-    target = resolve(root, rule.path)
-    if rule.site is ProjectionParameter:
-        parent_path, _, name = rule.path.rpartition(".")
-        if isinstance(target, nn.Parameter) and target.ndim == 2:
-            return ProjectionParameter(resolve(root, parent_path) if parent_path else root, name)
-        return None
-    if isinstance(target, nn.Linear) and not (rule.site is HeadAffineSite and target.bias is None):
-        return rule.site(target)
-    return None
+    parent_path, _, name = rule.path.rpartition(".")
+    return rule.site.at(resolve(root, parent_path) if parent_path else root, name, resolve(root, rule.path))
 
 
 def discover_site(root: nn.Module, rules=OPEN_CLIP_RULES) -> tuple[EditSite, SiteRule]:

@@ -1,0 +1,153 @@
+"""One registry of the experiment protocols: each experiment is one `Protocol` entry.
+
+An entry names everything the runner, the command line and the report need of one experiment: its
+runner, whether it runs on the fast path, the parts that train (a slow baseline, the adapter route
+on a subset of its cells), its methods in table order with their labels, the table's title and
+columns, the paper reference, and its defaults (the fold strength alpha and the solve's ridge
+weights). `platonic experiment` takes `--alpha`, `--mu-a` and `--mu-b` defaults from here;
+`PROTOCOLS.register` refuses a name that is already taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping
+
+from ..errors import InvalidInputError
+from ..solve import DEFAULT_MU_A, DEFAULT_MU_B
+from .adapter_cells import addition_adapter, negation_adapter
+from .protocols import addition, alpha_sweep, generalization, negation, negation_gradient_ascent, weight_space
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    """The closed-form solve's relative ridge weights (`platonic.solve.RidgeSolver`)."""
+
+    mu_a: float = DEFAULT_MU_A
+    mu_b: float = DEFAULT_MU_B
+
+
+# labels of the methods several experiments share; each entry labels its own
+SHARED_LABELS = {"zero_shot": "zero-shot", "closed_form": "closed form",
+                 "adapter": "adapter (LoRA fitted to the descriptors)"}
+ADAPTER_METHODS = ("zero_shot", "closed_form", "adapter")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One experiment.
+
+    runner(setup, store, [alpha=...,] progress=...) -> cell records; alpha is passed when `alpha`
+    (the default fold strength) is not None. slow_part(setup, store, progress=...) trains or
+    re-encodes models (run after the fast path, with all threads); adapter_part(setup, store, cells,
+    config, alpha=..., progress=...) fits the adapter route on `cells` seeded cells (records of
+    experiment "NAME/adapter", methods `ADAPTER_METHODS`).
+    """
+
+    name: str
+    runner: Callable[..., list[dict]]
+    reference: str
+    title: str
+    methods: tuple[str, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    columns: tuple[str, ...] = ("A",)
+    column_labels: Mapping[str, str] = field(default_factory=dict)
+    fast_path: bool = True
+    alpha: float | None = 0.5
+    solve: SolveSettings = SolveSettings()
+    slow_part: Callable[..., list[dict]] | None = None
+    adapter_part: Callable[..., list[dict]] | None = None
+    adapter_title: str = ""
+
+
+class Registry(Mapping[str, Protocol]):
+    """Protocols by name, in registration order; refuses duplicate names."""
+
+    def __init__(self, protocols=()):
+        self._entries: dict[str, Protocol] = {}
+        for protocol in protocols:
+            self.register(protocol)
+
+    def register(self, protocol: Protocol) -> Protocol:
+        if not isinstance(protocol, Protocol):
+            raise InvalidInputError(f"the registry holds Protocol entries; got {type(protocol).__name__}")
+        if protocol.name in self._entries:
+            raise InvalidInputError(f"an experiment named {protocol.name!r} is already registered")
+        self._entries[protocol.name] = protocol
+        return protocol
+
+    def __getitem__(self, name: str) -> Protocol:
+        return self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def methods(self, experiment: str) -> tuple[str, ...]:
+        """The table order of the methods in records of `experiment` ("NAME" or "NAME/adapter")."""
+        name, _, part = experiment.partition("/")
+        return ADAPTER_METHODS if part == "adapter" else self._entries[name].methods
+
+    def label(self, method: str) -> str:
+        """The table label of `method` (its own name when no entry labels it)."""
+        for protocol in self._entries.values():
+            if method in protocol.labels:
+                return protocol.labels[method]
+        return SHARED_LABELS.get(method, method)
+
+
+TWO_TASKS = {"A": "task A", "B": "task B"}
+
+PROTOCOLS = Registry([
+    Protocol("addition", addition, "method.md §1.5, two-task addition across models (3,360 cells), alpha 0.5",
+             "Two-task addition (accuracy %, mean over cells)",
+             ("zero_shot", "random", "single_a", "single_b", "closed_form", "oracle"),
+             {"random": "random descriptor", "single_a": "single A only", "single_b": "single B only",
+              "oracle": "oracle (target's own descriptors)"},
+             columns=("A", "B"), column_labels=TWO_TASKS, alpha=0.5, adapter_part=addition_adapter,
+             adapter_title="Adapter route vs closed form, two-task addition, on the same cells"),
+    Protocol("negation", negation, "method.md §1.5, negation at lambda = 1 (240 cells), c = -1, alpha 1",
+             "Negation (accuracy %, mean over cells)",
+             ("zero_shot", "closed_form", "target_as_source", "gradient_ascent"),
+             {"target_as_source": "target as its own source", "gradient_ascent": "gradient ascent (labelled)"},
+             column_labels={"A": "negated task"}, alpha=1.0, slow_part=negation_gradient_ascent,
+             adapter_part=negation_adapter, adapter_title="Adapter route vs closed form, negation, on the same cells"),
+    Protocol("generalization", generalization, "method.md §1.5, held-out generalisation of a related group",
+             "Generalisation to the held-out related task (accuracy %)",
+             ("zero_shot", "one_operator", "two_one_source", "two_two_sources"),
+             {"one_operator": "one operator", "two_one_source": "two operators, one source",
+              "two_two_sources": "two operators, two sources"},
+             column_labels={"A": "held-out task"}, alpha=0.5),
+    Protocol("alpha", alpha_sweep, "method.md §1.5, strength alpha from 0.5 to 1 (gains vs control cost)",
+             "Strength sweep (single-term cross-model addition)", ("zero_shot", "closed_form"), alpha=None),
+    Protocol("weight_space", weight_space, "method.md §1.7, weight-space baselines (same architecture)",
+             "Weight-space baselines (two-task addition; zero-shot and closed form on the transport cells)",
+             ("zero_shot", "task_arithmetic", "weight_transport", "closed_form"),
+             {"task_arithmetic": "task arithmetic within the model (alpha on val)",
+              "weight_transport": "weight-space transport, same architecture (alpha on val)"},
+             columns=("A", "B"), column_labels=TWO_TASKS, fast_path=False, alpha=0.5),
+])
+
+
+def check_experiments(names, related_group=None, held_out=None, baselines=None) -> None:
+    """Refuse experiment names that are unknown or repeated, and experiments the setup cannot run.
+
+    related_group / held_out / baselines: the setup's, when known (None: not checked). generalization
+    needs a related group and a held-out task; weight_space needs the setup's task vectors.
+    """
+    names = list(names)
+    unknown = [n for n in names if n not in PROTOCOLS]
+    if unknown:
+        raise InvalidInputError(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(PROTOCOLS)}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InvalidInputError(f"experiment(s) {', '.join(repeated)} named more than once; name each once "
+                                "(a repeat would count every cell twice)")
+    if "generalization" in names and related_group is not None and not (related_group and held_out):
+        raise InvalidInputError("generalization needs a related group of tasks and a held-out related task, and this "
+                                "setup has none; in a YAML setup add related_group: [TASK, TASK] and held_out: TASK")
+    if "weight_space" in names and baselines is not None and "task_vector" not in baselines:
+        raise InvalidInputError("weight_space needs the setup's task vectors (baselines['task_vector']), which this "
+                                "setup does not provide")
