@@ -82,3 +82,52 @@ def test_config_is_validated():
         FinetuneConfig(steps=0)
     with pytest.raises(ValidationError, match="mode"):
         FinetuneConfig(mode="everything")
+
+
+def test_replay_term_keeps_other_inputs_where_they_were(setup):
+    """rho * mean ||normalise(z(r)) - normalise(z_pre(r))||^2 holds the replay inputs' embeddings in place."""
+    model = setup.models["m0"]
+    x, y, prompts = train_split(setup)
+    others = setup.tasks["t2"].test.inputs
+    before = torch.nn.functional.normalize(model.encode_probes(others).z, dim=1)
+
+    def drift(config, **kwargs):
+        ft, _ = finetune(model, x, y, prompts, config, progress=False, **kwargs)
+        return float((torch.nn.functional.normalize(ft.encode_probes(others).z, dim=1) - before).pow(2).sum(1).mean())
+
+    cfg = FinetuneConfig(steps=30, lr=3e-2, batch_size=40, weight_decay=0.0, logit_scale=20.0)
+    free = drift(cfg)
+    held = drift(cfg.model_copy(update={"replay": 30.0, "replay_batch_size": 64}), replay_inputs=others)
+    assert free > 0 and held < 0.5 * free
+    with pytest.raises(InvalidInputError, match="needs replay_inputs"):
+        finetune(model, x, y, prompts, cfg.model_copy(update={"replay": 1.0}), progress=False)
+    with pytest.raises(InvalidInputError, match="config.replay is 0"):
+        finetune(model, x, y, prompts, cfg, progress=False, replay_inputs=others)
+
+
+def test_warmup_fraction_and_the_models_own_logit_scale(setup):
+    from pydantic import ValidationError
+
+    assert FinetuneConfig(steps=128, warmup_fraction=0.1).warmup() == 12
+    assert FinetuneConfig(steps=4, warmup_fraction=0.1).warmup() == 1  # at least one step
+    assert FinetuneConfig(steps=50, warmup_steps=7).warmup() == 7
+    with pytest.raises(ValidationError, match="warmup_steps or warmup_fraction"):
+        FinetuneConfig(warmup_steps=5, warmup_fraction=0.1)
+    x, y, prompts = train_split(setup)
+    with pytest.raises(InvalidInputError, match="no learned logit scale"):  # the toy models have none
+        finetune(setup.models["m0"], x, y, prompts, FinetuneConfig(steps=1, logit_scale=None), progress=False)
+
+
+def test_full_finetune_never_trains_an_appended_identity_site(setup):
+    from platonic.edit import AppendedLinearSite
+
+    model = setup.models["m0"].copy_for_new_weights()
+    d = model.embed_dim
+    site = AppendedLinearSite.install(model.tower, "2", d)  # after the tower's last linear: identity d x d
+    model._site = site  # the model's edit site is the appended one (as the world's mixer)
+    x, y, prompts = train_split(setup)
+    ft, _ = finetune(model, x, y, prompts, FinetuneConfig(steps=5, lr=1e-2), progress=False)
+    appended = ft.tower[2]
+    assert torch.equal(appended.linear.weight, torch.eye(d, dtype=appended.linear.weight.dtype))
+    assert not torch.equal(ft.tower[0].weight, model.tower[0].weight)  # the rest did train
+    site.remove()

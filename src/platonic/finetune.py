@@ -57,7 +57,7 @@ class FinetuneConfig(BaseModel):
     @model_validator(mode="after")
     def _one_warmup(self) -> "FinetuneConfig":
         if self.warmup_steps and self.warmup_fraction:
-            raise ValueError("give warmup_steps or warmup_fraction, not both")
+            raise InvalidInputError("give warmup_steps or warmup_fraction, not both")
         return self
 
     def warmup(self) -> int:
@@ -94,7 +94,7 @@ def _trainable(ft: DualEncoder, mode: str) -> list[tuple[str, torch.nn.Parameter
     appended = {id(p) for p in appended_identity_parameters(ft.tower)}
     named = {k: p for k, p in ft.tower.named_parameters() if id(p) not in appended}
     for name, t in ft.edit_site.tensors().items():  # e.g. HF visual_projection lives outside the tower
-        if isinstance(t, torch.nn.Parameter) and all(t is not p for p in named.values()):
+        if isinstance(t, torch.nn.Parameter) and id(t) not in appended and all(t is not p for p in named.values()):
             named[f"edit_site.{name}"] = t
     if mode == "attention":
         named = {k: v for k, v in named.items() if any(w in k for w in ATTENTION_WORDS)}

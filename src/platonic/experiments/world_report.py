@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ..world.data import CONTROL_NAMES, TASK_NAMES
-from .world_checks import KINDS
 
 
 def _p(x: float) -> str:
@@ -12,6 +11,7 @@ def _p(x: float) -> str:
 
 def markdown_report(report: dict) -> str:
     s = report["summary"]
+    kinds = [k for k in s["overall"] if k != "zero_shot"]  # the source kinds measured (full, lora)
     models = report["models"]
     lines = [f"# platonic world report ({report['profile']}, seed {report['seed']}, {report['recipe']})", ""]
     t = report["timings_s"]
@@ -36,7 +36,7 @@ def markdown_report(report: dict) -> str:
                      f"{r['lora']['same_task_cross_model']:.3f} | {r['lora']['cross_task_within_model']:.3f} |")
     o = s["overall"]
     lines += ["", "## Overall", "", f"- mean zero-shot: {_p(o['zero_shot'])}%"]
-    for kind in KINDS:
+    for kind in kinds:
         k = o[kind]
         lines.append(f"- {kind}: fine-tune gain {_p(k['finetune_gain'])} points; same-task cross-model cosine "
                      f"{k['same_task_cross_model']:.3f} vs cross-task {k['cross_task_within_model']:.3f}; oracle recovery "
@@ -46,7 +46,7 @@ def markdown_report(report: dict) -> str:
               "| model | " + " | ".join(TASK_NAMES) + " | " + " | ".join(CONTROL_NAMES) + " |", "|" + "---|" * (1 + len(TASK_NAMES) + len(CONTROL_NAMES))]
     for m, r in models.items():
         lines.append(f"| {m} zero-shot | " + " | ".join(_p(r["zero_shot"][x]) for x in TASK_NAMES + CONTROL_NAMES) + " |")
-        for kind in KINDS:
+        for kind in kinds:
             lines.append(f"| {m} {kind} FT | " + " | ".join(_p(r["finetuned"][kind][x]) for x in TASK_NAMES) + " | "
                          + " | ".join(_p(sum(r["controls_after"][kind][x][c] for x in TASK_NAMES) / len(TASK_NAMES)) for c in CONTROL_NAMES) + " |")
             lines.append(f"| {m} oracle {kind} | " + " | ".join(_p(r["oracle"][kind][x]) for x in TASK_NAMES) + " | | |")
