@@ -68,7 +68,17 @@ def test_experiment_and_report_on_the_toy_setup(tmp_path, monkeypatch):
     code, text = run("experiment", "negation", "--setup", "toy", "--alpha", "0.25", "--mu-a", "0.1", "-o", out, "--no-plots")
     assert code == 0, text
     settings = json.loads((out / "results.json").read_text())["settings"]["protocols"]["negation"]
-    assert settings == {"alpha": 0.25, "mu_a": 0.1, "mu_b": 1e-6}
+    assert settings == {"alpha": 0.25, "mu_a": 0.1, "mu_b": 1e-6, "kind": "paper", "anchor_weight": 1.0, "anchor_per_task": 64}
+    code, text = run("experiment", "negation", "--setup", "toy", "--solve", "anchored", "--anchor-weight", "0.5", "-o", out,
+                     "--no-plots")
+    assert code == 0, text
+    results = json.loads((out / "results.json").read_text())
+    assert results["settings"]["protocols"]["negation"]["kind"] == "anchored"
+    assert results["settings"]["protocols"]["negation"]["anchor_weight"] == 0.5
+    for bad, message in ((["--anchor-weight", "0.5"], "add --solve anchored"), (["--solve", "ridge"], "unknown solve 'ridge'"),
+                         (["--anchor-images", str(tmp_path)], "add --solve anchored")):
+        code, text = run("experiment", "negation", "--setup", "toy", *bad, "-o", out, "--no-plots")
+        assert code == 2 and message in text, text
     code, text = run("experiment", "subtraction", "--setup", "toy", "-o", out)
     assert code == 2 and "unknown experiment(s) subtraction" in text
     code, text = run("experiment", "addition", "--setup", "mars", "-o", out)

@@ -11,6 +11,7 @@ from platonic.experiments import run_experiments
 from platonic.experiments.fastpath import FeatureStore, accuracy_end_to_end
 from platonic.experiments.protocols import Operators
 from platonic.experiments.report import SCHEMA, VERSION, load_results, render_tables
+from platonic.errors import InvalidInputError
 from platonic.experiments.toy import toy_setup
 
 
@@ -128,7 +129,9 @@ def test_feature_store_with_an_anchor_pool_solves_anchored(setup):
     from platonic.measurement import design_rows, target_grid
 
     pool = setup.tasks["t2"].probes
-    store = FeatureStore(setup, anchor_images=pool, anchor_weight=0.5)
+    from platonic.experiments import SolveSettings
+
+    store = FeatureStore(setup, solve=SolveSettings(kind="anchored", anchor_weight=0.5), anchor_images=pool)
     desc = setup.descriptors[("m1", "t0")]
     op = store.operator("m0", ("real", "m1", "t0"), desc)
     assert op.solve_record["kind"] == "anchored" and op.solve_record["anchor_digest"] == digest_probes(pool)
@@ -137,6 +140,24 @@ def test_feature_store_with_an_anchor_pool_solves_anchored(setup):
     X = RidgeSolver(F, G, anchor=design_rows(model, pool, cache=store.cache, progress=False), anchor_weight=0.5).solve(desc.matrix)
     assert torch.equal(op.delta, (X.T if op.form == "linear" else X).contiguous())
     assert FeatureStore(setup).operator("m0", ("real", "m1", "t0"), desc).solve_record["kind"] == "paper"
+    with pytest.raises(InvalidInputError, match="the solve is the paper's"):
+        FeatureStore(setup, anchor_images=pool)
+
+
+def test_anchored_pool_defaults_to_the_other_tasks_probes(setup):
+    """Without given images, the pool of task t's operators is the first k probes of every other task."""
+    from platonic import digest_probes
+    from platonic.experiments import SolveSettings
+
+    store = FeatureStore(setup, solve=SolveSettings(kind="anchored", anchor_per_task=5))
+    images, digest = store.pool("t0")
+    expected = torch.cat([spec.probes[:5] for name, spec in setup.tasks.items() if name != "t0"])
+    assert torch.equal(images, expected) and digest == digest_probes(expected)
+    op = store.operator("m0", ("real", "m1", "t0"), setup.descriptors[("m1", "t0")])
+    assert op.solve_record["kind"] == "anchored" and op.solve_record["anchor_digest"] == digest
+    assert store.pool("t1")[1] != digest  # each task's pool leaves out its own probes
+    with pytest.raises(InvalidInputError, match="unknown solve"):
+        SolveSettings(kind="ridge")
 
 
 def test_each_experiment_is_one_registry_entry_and_names_are_unique():
@@ -158,10 +179,11 @@ def test_run_takes_alpha_and_solve_settings_from_the_entries_unless_given(setup)
     from platonic.experiments import SolveSettings
 
     default = run_experiments(setup, ["negation"], None, progress=False)
-    assert default["settings"]["protocols"]["negation"] == {"alpha": 1.0, "mu_a": 1e-2, "mu_b": 1e-6}
+    paper = {"kind": "paper", "anchor_weight": 1.0, "anchor_per_task": 64}
+    assert default["settings"]["protocols"]["negation"] == {"alpha": 1.0, "mu_a": 1e-2, "mu_b": 1e-6, **paper}
     assert {c["alpha"] for c in default["cells"] if c["method"] == "closed_form"} == {1.0}
     given = run_experiments(setup, ["negation"], None, progress=False, alpha=0.5, solve=SolveSettings(mu_a=0.1))
-    assert given["settings"]["protocols"]["negation"] == {"alpha": 0.5, "mu_a": 0.1, "mu_b": 1e-6}
+    assert given["settings"]["protocols"]["negation"] == {"alpha": 0.5, "mu_a": 0.1, "mu_b": 1e-6, **paper}
     assert {c["alpha"] for c in given["cells"] if c["method"] == "closed_form"} == {0.5}
     assert [c["residuals"] for c in given["cells"]] != [c["residuals"] for c in default["cells"]]
     with pytest.raises(InvalidInputError, match="alpha does not apply to alpha"):

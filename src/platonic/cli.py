@@ -507,20 +507,27 @@ def _registry_defaults(setting: str) -> str:
     return ", ".join(f"{name} {'its sweep' if v is None else f'{v:g}'}" for name, v in values.items())
 
 
-def solve_settings(names, mu_a: float | None, mu_b: float | None):
-    """The ridge weights `platonic experiment` solves with: --mu-a / --mu-b where given, the rest from
-    the registry entries of `names` (None when neither is given: each entry keeps its own)."""
+def solve_settings(names, mu_a: float | None, mu_b: float | None, kind: str | None = None,
+                   anchor_weight: float | None = None):
+    """How `platonic experiment` solves: --mu-a / --mu-b / --solve / --anchor-weight where given, the
+    rest from the registry entries of `names` (None when nothing is given: each entry keeps its own)."""
+    from dataclasses import replace
+
     from ._checks import as_finite_scalar
     from .experiments.registry import PROTOCOLS, SolveSettings
 
-    if mu_a is None and mu_b is None:
+    if mu_a is None and mu_b is None and kind is None and anchor_weight is None:
         return None
     defaults = {PROTOCOLS[n].solve for n in names}
     if len(defaults) > 1 and (mu_a is None or mu_b is None):
         raise InvalidInputError("the named experiments solve with different ridge weights; give both --mu-a and --mu-b")
     base = defaults.pop() if defaults else SolveSettings()
-    return SolveSettings(base.mu_a if mu_a is None else as_finite_scalar("--mu-a", mu_a),
-                         base.mu_b if mu_b is None else as_finite_scalar("--mu-b", mu_b))
+    given = {"mu_a": None if mu_a is None else as_finite_scalar("--mu-a", mu_a),
+             "mu_b": None if mu_b is None else as_finite_scalar("--mu-b", mu_b), "kind": kind,
+             "anchor_weight": None if anchor_weight is None else as_finite_scalar("--anchor-weight", anchor_weight)}
+    if anchor_weight is not None and (kind or base.kind) != "anchored":
+        raise InvalidInputError("--anchor-weight applies to the anchored solve; add --solve anchored")
+    return replace(base, **{k: v for k, v in given.items() if v is not None})
 
 
 @app.command()
@@ -545,6 +552,13 @@ def experiment(
                                f"experiment's own, {_registry_defaults('mu_a')})."),
     mu_b: float = typer.Option(None, "--mu-b", help="Relative ridge weight on the prompt side (default: each "
                                f"experiment's own, {_registry_defaults('mu_b')})."),
+    solve_kind: str = typer.Option(None, "--solve", help="paper (method.md §1.2, the default) or anchored: also "
+                                   "penalise each operator's effect on a pool of unlabeled inputs (beyond the paper)."),
+    anchor_images: Path = typer.Option(None, "--anchor-images", help="The anchored solve's pool: a folder of images or "
+                                       "a .safetensors file with a 'probes' tensor (default: each task's pool from the "
+                                       "other tasks' probes, 64 each)."),
+    anchor_weight: float = typer.Option(None, "--anchor-weight", help="The pool's relative weight (1: as much as the "
+                                        "probes)."),
     device: str = _device_option(),
 ) -> None:
     """Run the paper's experiment protocols and write results.json, tables.md and plots.
@@ -570,9 +584,12 @@ def experiment(
         as_device(device)
         check_run_directory(output)
         check_cache_writable()
-        ridge = solve_settings(names, mu_a, mu_b)
+        ridge = solve_settings(names, mu_a, mu_b, solve_kind, anchor_weight)
+        if anchor_images is not None and (ridge is None or ridge.kind != "anchored"):
+            raise InvalidInputError("--anchor-images is the anchored solve's pool; add --solve anchored")
+        pool = None if anchor_images is None else load_probes(anchor_images, "--anchor-images")
         run_experiments(load_setup(setup, model, task, control, source, device, names=names), names, output, plots=plots,
-                        alpha=alpha, solve=ridge, adapter_cells=adapter_cells, adapter_config=config)
+                        alpha=alpha, solve=ridge, adapter_cells=adapter_cells, adapter_config=config, anchor_images=pool)
     except PlatonicError as exc:
         _fail(exc)
     console.print((output / "tables.md").read_text())
@@ -604,13 +621,15 @@ def demo(
     setup: str = typer.Option("world", "--setup", help="world (the embedded world, built on first use) or toy (synthetic, seconds)."),
     output: Path = typer.Option(Path("runs/demo"), "-o", "--output", help="Run directory to write."),
 ) -> None:
-    """The paper's protocol on the embedded world: addition, negation, generalisation (CPU, minutes).
+    """The paper's protocol on the embedded world: addition, negation, generalisation (CPU, minutes),
+    then addition and negation again with the anchored solve, beside the paper's (solve_comparison.md).
 
     Builds the world first if it is not cached (profile from $PLATONIC_WORLD_PROFILE, default full).
     """
-    from .experiments import run_experiments
-    from .experiments.report import check_run_directory
+    from .experiments import SolveSettings, run_experiments
+    from .experiments.report import check_run_directory, render_solve_comparison
     from .preflight import check_cache_writable
+    from .storage import atomic_write
 
     try:
         if setup not in SETUPS:
@@ -618,10 +637,16 @@ def demo(
         check_run_directory(output)
         check_cache_writable()
         console.print(f"[bold]platonic demo[/]: {', '.join(DEMO_EXPERIMENTS)} on the {setup} setup")
-        run_experiments(load_setup(setup), list(DEMO_EXPERIMENTS), output)
+        loaded = load_setup(setup)
+        paper = run_experiments(loaded, list(DEMO_EXPERIMENTS), output)
+        anchored = run_experiments(loaded, ["addition", "negation"], output / "anchored", plots=False,
+                                   solve=SolveSettings(kind="anchored"), trained_baselines=False)
+        comparison = render_solve_comparison(paper, anchored)
+        atomic_write(output / "solve_comparison.md", lambda tmp: Path(tmp).write_text(comparison))
     except PlatonicError as exc:
         _fail(exc)
     console.print((output / "tables.md").read_text())
+    console.print(comparison)
     console.print(f"report: {output}/ (results.json, tables.md, plots); re-render with `platonic report {output}`")
 
 

@@ -41,6 +41,28 @@ def build(
         typer.echo(f"  {'PASS' if v else 'FAIL'}  {k}")
 
 
+@world_app.command("diagnose")
+def diagnose(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed"),
+             quiet: bool = typer.Option(False, "--quiet", help="no progress")):
+    """Why the closed form works or fails on the world: per model, the ceilings of a last-layer edit
+    (linear probe, best linear map), the oracle, its locality, and the participation ratio of the
+    probe embeddings; then the checks. Builds and measures the world first where needed."""
+    from .experiments.world_checks import world_report
+    from .experiments.world_report import diagnostics_table
+    from .preflight import check_cache_writable
+    from .world.build import check_profile, ensure_world
+
+    try:
+        check_profile(profile)
+        check_cache_writable()
+        report = world_report(ensure_world(profile, seed, progress=not quiet), progress=not quiet)
+    except PlatonicError as exc:
+        fail(exc)
+    typer.echo("\n".join(diagnostics_table(report)))
+    for k, v in report["summary"]["checks"].items():
+        typer.echo(f"  {'PASS' if v else 'FAIL'}  {k}")
+
+
 @world_app.command("path")
 def where(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed")):
     """Print the cache directory of a world build (built or not)."""

@@ -13,12 +13,14 @@ cells against folding the operators into the real model and evaluating end to en
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Hashable, Sequence
 
 import torch
 
 from ..bank import Operator
 from ..descriptor import digest_probes
+from ..errors import InvalidInputError
 from ..measurement import EmbeddingCache, design_rows, target_grid
 from ..metrics import top1
 from ..models import DualEncoder, ProbeEmbeddings
@@ -26,6 +28,31 @@ from ..solve import DEFAULT_ANCHOR_WEIGHT, DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolv
 from .setup import EvalSet, ExperimentSetup
 
 OperatorKey = Hashable
+SOLVE_KINDS = ("paper", "anchored")
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    """How the closed form is solved (`platonic.solve.RidgeSolver`).
+
+    mu_a, mu_b: the relative ridge weights. kind "paper" (method.md §1.2) or "anchored" (beyond the
+    paper): every solve also penalises the operator's effect on a pool of unlabeled inputs, with
+    relative weight `anchor_weight`. The pool is the one given to the `FeatureStore`, else, for an
+    operator of task t, the first `anchor_per_task` probes of every *other* task (train images, so it
+    shares no image with a test set or a control).
+    """
+
+    mu_a: float = DEFAULT_MU_A
+    mu_b: float = DEFAULT_MU_B
+    kind: str = "paper"
+    anchor_weight: float = DEFAULT_ANCHOR_WEIGHT
+    anchor_per_task: int = 64
+
+    def __post_init__(self):
+        if self.kind not in SOLVE_KINDS:
+            raise InvalidInputError(f"unknown solve {self.kind!r}; use one of {', '.join(SOLVE_KINDS)}")
+        if not self.anchor_weight > 0 or self.anchor_per_task < 1:
+            raise InvalidInputError("the anchored solve needs anchor_weight > 0 and anchor_per_task >= 1")
 
 
 @contextmanager
@@ -42,25 +69,42 @@ def single_thread():
 class FeatureStore:
     """Cached features and operators for one ExperimentSetup.
 
-    `solve` (a `SolveSettings`) sets the ridge weights. `anchor_images` (P unlabeled inputs, e.g.
-    (P, 3, H, W) uint8) switches every solve to the anchored solve (`platonic.solve`, anchor = each
-    target's design rows of the pool, relative weight `anchor_weight`); None keeps the paper's solve.
+    `solve` (a `SolveSettings`) says how operators are solved. `anchor_images` (P unlabeled inputs,
+    e.g. (P, 3, H, W) uint8) is the anchored solve's pool for every task (default: each task's pool
+    from the other tasks' probes); each target embeds it through its own design rows.
     """
 
     def __init__(self, setup: ExperimentSetup, cache: EmbeddingCache | None = None, progress: bool = False,
-                 solve=None, *, anchor_images: torch.Tensor | None = None, anchor_weight: float = DEFAULT_ANCHOR_WEIGHT):
+                 solve: SolveSettings | None = None, *, anchor_images: torch.Tensor | None = None):
         self.setup = setup
-        self.mu_a = DEFAULT_MU_A if solve is None else solve.mu_a  # the solve's ridge weights (a SolveSettings)
-        self.mu_b = DEFAULT_MU_B if solve is None else solve.mu_b
+        self.solve = solve or SolveSettings()
+        if anchor_images is not None and self.solve.kind != "anchored":
+            raise InvalidInputError("anchor images were given but the solve is the paper's; use SolveSettings(kind='anchored')")
         self.cache = cache or EmbeddingCache()
         self.progress = progress
-        self.anchor_images, self.anchor_weight = anchor_images, anchor_weight
-        self.anchor_digest = None if anchor_images is None else digest_probes(anchor_images)
+        self.anchor_images = anchor_images
+        self._pools: dict[str, tuple[torch.Tensor, str]] = {}
         self._features: dict[tuple[str, str], ProbeEmbeddings] = {}
         self._prompts: dict[tuple[str, str], torch.Tensor] = {}
         self._solvers: dict[tuple[str, str], RidgeSolver] = {}
         self._operators: dict[tuple[str, OperatorKey], Operator] = {}
         self._deltas: dict[tuple[str, str, OperatorKey], torch.Tensor] = {}
+
+    def pool(self, task: str) -> tuple[torch.Tensor, str] | None:
+        """(pool inputs, digest) of the anchored solve for operators of `task`; None for the paper's solve."""
+        if self.solve.kind != "anchored":
+            return None
+        if task not in self._pools:
+            if self.anchor_images is not None:
+                images = self.anchor_images
+            else:
+                others = [spec.probes[: self.solve.anchor_per_task] for name, spec in self.setup.tasks.items() if name != task]
+                if not others:
+                    raise InvalidInputError(f"the anchored solve of {task!r} needs a pool: the setup has no other task "
+                                            "whose probes could serve; give anchor images")
+                images = torch.cat(others)
+            self._pools[task] = (images, digest_probes(images))
+        return self._pools[task]
 
     # -- features -------------------------------------------------------------------------------
     def features(self, model: str, eval_set: EvalSet) -> ProbeEmbeddings:
@@ -85,9 +129,10 @@ class FeatureStore:
             spec = self.setup.tasks[task]
             model = self.setup.models[target]
             F, G = target_grid(model, spec.probes, spec.prompts, cache=self.cache, progress=self.progress)
-            pool = None if self.anchor_images is None else design_rows(model, self.anchor_images, cache=self.cache,
-                                                                       progress=self.progress)
-            self._solvers[key] = RidgeSolver(F, G, mu_a=self.mu_a, mu_b=self.mu_b, anchor=pool, anchor_weight=self.anchor_weight)
+            pool = self.pool(task)
+            anchor = None if pool is None else design_rows(model, pool[0], cache=self.cache, progress=self.progress)
+            self._solvers[key] = RidgeSolver(F, G, mu_a=self.solve.mu_a, mu_b=self.solve.mu_b, anchor=anchor,
+                                             anchor_weight=self.solve.anchor_weight)
         return self._solvers[key]
 
     def operator(self, target: str, key: OperatorKey, descriptor) -> Operator:
@@ -98,8 +143,9 @@ class FeatureStore:
         if full not in self._operators:
             model = self.setup.models[target]
             solver = self.solver(target, descriptor.task)
-            self._operators[full] = Operator.from_solver(solver, descriptor, target=model.fingerprint,
-                                                         form=model.edit_site.form, anchor_digest=self.anchor_digest)
+            pool = self.pool(descriptor.task)
+            self._operators[full] = Operator.from_solver(solver, descriptor, target=model.fingerprint, form=model.edit_site.form,
+                                                         anchor_digest=None if pool is None else pool[1])
         return self._operators[full]
 
     def delta(self, target: str, eval_set: EvalSet, key: OperatorKey) -> torch.Tensor:

@@ -14,17 +14,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
 from ..errors import InvalidInputError
-from ..solve import DEFAULT_MU_A, DEFAULT_MU_B
 from .adapter_cells import addition_adapter, negation_adapter
+from .fastpath import SolveSettings
 from .protocols import addition, alpha_sweep, generalization, negation, negation_gradient_ascent, weight_space
-
-
-@dataclass(frozen=True)
-class SolveSettings:
-    """The closed-form solve's relative ridge weights (`platonic.solve.RidgeSolver`)."""
-
-    mu_a: float = DEFAULT_MU_A
-    mu_b: float = DEFAULT_MU_B
 
 
 # labels of the methods several experiments share; each entry labels its own

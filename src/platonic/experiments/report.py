@@ -224,3 +224,29 @@ def render_tables(results: dict) -> str:
     if timings:
         lines += ["### Timings", ""] + [f"- {k}: {v:.1f} s" for k, v in timings.items()] + [""]
     return "\n".join(lines)
+
+
+def render_solve_comparison(paper: dict, anchored: dict) -> str:
+    """The closed form solved the paper's way beside the anchored solve, on the same cells (Markdown).
+
+    paper, anchored: results of the same setup and experiments, differing only in the solve.
+    """
+    controls = list(paper["setup"].get("controls", {}))
+    pool = anchored["settings"]["protocols"]
+    lines = ["### The paper's solve and the anchored solve (beyond the paper), closed form on the same cells", ""]
+    for name in ("addition", "negation"):
+        if name not in pool:
+            continue
+        protocol = PROTOCOLS[name]
+        a, b = method_means(paper["cells"], name), method_means(anchored["cells"], name)
+        columns = [*protocol.columns, *controls]
+        lines += [f"{protocol.title}; anchored: pool weight {pool[name]['anchor_weight']:g}, pool "
+                  f"{pool[name]['anchor_per_task']} probes of every other task", "",
+                  "| method | " + " | ".join(protocol.column_labels.get(c, c) for c in columns) + " | cells |",
+                  "|---|" + "---|" * (len(columns) + 1)]
+        for label, means in (("zero-shot", a.get("zero_shot")), ("closed form, paper's solve", a.get("closed_form")),
+                             ("closed form, anchored solve", b.get("closed_form"))):
+            if means:
+                lines.append(f"| {label} | " + " | ".join(_pct(means[c]) for c in columns) + f" | {means['_n']} |")
+        lines.append("")
+    return "\n".join(lines)

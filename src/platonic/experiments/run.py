@@ -25,15 +25,18 @@ from .setup import ExperimentSetup
 def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, *, alpha: float | None = None,
                     solve: SolveSettings | None = None, cache: EmbeddingCache | None = None, progress: bool = True,
                     plots: bool = True, diagnostics: dict | None = None, adapter_cells: int = 0,
-                    adapter_config: AdaptConfig | None = None) -> dict:
+                    adapter_config: AdaptConfig | None = None, anchor_images=None, trained_baselines: bool = True) -> dict:
     """Run the named protocols ("addition", "negation", "generalization", "alpha", "weight_space") and return results.
 
     Unknown or repeated names, and protocols the setup cannot run (generalization without a related
     group), are refused before any work.
 
     alpha: the fold strength of every named protocol that folds at one strength (default: each
-    registry entry's own, 0.5 for addition, 1.0 for negation); solve: the ridge weights (default:
-    each entry's). Both are recorded in the results' settings, per experiment.
+    registry entry's own, 0.5 for addition, 1.0 for negation); solve: how the closed form is solved,
+    the ridge weights and "paper" | "anchored" (`SolveSettings`; default: each entry's). Both are
+    recorded in the results' settings, per experiment. anchor_images: the anchored solve's pool
+    (default: each task's from the other tasks' probes). trained_baselines=False skips the baselines
+    that train (gradient ascent), e.g. for a second run that only changes the solve.
     adapter_cells > 0 adds the adapter route on that many seeded cells of addition and of negation,
     beside the closed form on the same cells (`experiments.adapter_cells`; `adapter_config` sets the fit).
     Writes results.json, tables.md and plots into `out_dir` when given.
@@ -46,6 +49,8 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     chosen = {p.name: (p.alpha if alpha is None or p.alpha is None else alpha, solve or p.solve) for p in protocols}
     settings = {"experiments": list(names), "created": utc_now(),
                 "protocols": {name: {"alpha": a, **asdict(s)} for name, (a, s) in chosen.items()}}
+    if not trained_baselines:
+        settings["trained_baselines"] = False
     if adapter_cells:
         settings["adapter"] = {"cells": adapter_cells, **(adapter_config or AdaptConfig()).model_dump(mode="json")}
     results = new_results(setup.describe(), settings)
@@ -53,7 +58,8 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     stores: dict[SolveSettings, FeatureStore] = {}
     for _, ridge in chosen.values():
         if ridge not in stores:
-            stores[ridge] = FeatureStore(setup, cache=cache, progress=False, solve=ridge)
+            pool = anchor_images if ridge.kind == "anchored" else None
+            stores[ridge] = FeatureStore(setup, cache=cache, progress=False, solve=ridge, anchor_images=pool)
             stores[ridge].prefetch(progress=progress)
     results["timings"]["caching features (forward passes)"] = time.perf_counter() - t0
     for protocol in protocols:
@@ -64,7 +70,7 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
         with single_thread() if protocol.fast_path else nullcontext():
             cells = protocol.runner(setup, store, progress=progress, **strength_arg)
         results["timings"][f"{name}{', fast path' if protocol.fast_path else ''} ({len(cells)} records)"] = time.perf_counter() - start
-        if protocol.slow_part is not None:
+        if protocol.slow_part is not None and trained_baselines:
             start = time.perf_counter()
             slow = protocol.slow_part(setup, store, progress=progress)
             results["timings"][f"{name}, trained baselines ({len(slow)} records)"] = time.perf_counter() - start

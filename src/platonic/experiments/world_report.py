@@ -41,6 +41,7 @@ def markdown_report(report: dict) -> str:
         lines.append(f"- {kind}: fine-tune gain {_p(k['finetune_gain'])} points; same-task cross-model cosine "
                      f"{k['same_task_cross_model']:.3f} vs cross-task {k['cross_task_within_model']:.3f}; oracle recovery "
                      f"{k['oracle_recovery']:.2f}; oracle (a=1) {_p(k['oracle_alpha1'])}%; cross-model (a=0.5) {_p(k['cross_model_alpha05'])}%")
+    lines += [""] + diagnostics_table(report)
     lines += ["", "## Checks", ""] + [f"- {'PASS' if v else 'FAIL'}: {k}" for k, v in s["checks"].items()]
     lines += ["", "## Every cell (accuracy %, test split)", "",
               "| model | " + " | ".join(TASK_NAMES) + " | " + " | ".join(CONTROL_NAMES) + " |", "|" + "---|" * (1 + len(TASK_NAMES) + len(CONTROL_NAMES))]
@@ -51,3 +52,32 @@ def markdown_report(report: dict) -> str:
                          + " | ".join(_p(sum(r["controls_after"][kind][x][c] for x in TASK_NAMES) / len(TASK_NAMES)) for c in CONTROL_NAMES) + " |")
             lines.append(f"| {m} oracle {kind} | " + " | ".join(_p(r["oracle"][kind][x]) for x in TASK_NAMES) + " | | |")
     return "\n".join(lines) + "\n"
+
+
+def diagnostics_table(report: dict) -> list[str]:
+    """The diagnostics section (Markdown lines): per model, means over the tasks (experiments.world_diagnostics)."""
+    s = report["summary"]
+    lines = ["## Diagnostics (full sources; means over the 8 tasks, accuracies in %)", "",
+              "Linear probe: softmax regression on the pre-trained embeddings; best linear map: the best d x d map "
+              "of the embedding against the frozen prompts (CE on train). Locality of the oracle operator at alpha 1: "
+              "own gain, mean change of the other tasks and of the controls (points), and how much more it moves the "
+              "other tasks' embeddings than its own (motion ratio). PR: participation ratio of the probe embeddings "
+              "(per task, mean; and all tasks pooled).", "",
+              "| model | zero-shot | full FT | linear probe | best linear map | oracle a=.5 | oracle a=1 | residual | own gain | "
+              "others | controls | motion ratio | PR per task | PR pooled |", "|" + "---|" * 14]
+    for m, r in s["per_model"].items():
+        d = r["diagnostics"]
+        lines.append(f"| {m} | {_p(r['zero_shot'])} | {_p(r['full']['finetuned'])} | {_p(d['linear_probe'])} | "
+                     f"{_p(d['best_linear_map'])} | {_p(d['oracle_alpha05'])} | {_p(d['oracle_alpha1'])} | {d['residual']:.2f} | "
+                     f"{100 * d['own_gain']:+.1f} | {100 * d['others_change']:+.1f} | {100 * d['controls_change']:+.1f} | "
+                     f"{d['motion_ratio']:.2f} | {d['participation_ratio']:.1f} | {d['pooled_participation_ratio']:.1f} |")
+    lines += ["", "Every (model, task):", "",
+              "| model / task | zero-shot | full FT | linear probe | best linear map | oracle a=.5 | oracle a=1 | residual | "
+              "others | controls | motion ratio | PR |", "|" + "---|" * 12]
+    for m, per in report["diagnostics"].items():
+        for t, d in per["tasks"].items():
+            lines.append(f"| {m} / {t} | {_p(d['zero_shot'])} | {_p(report['models'][m]['finetuned']['full'][t])} | "
+                         f"{_p(d['linear_probe'])} | {_p(d['best_linear_map'])} | {_p(d['oracle_alpha05'])} | "
+                         f"{_p(d['oracle_alpha1'])} | {d['residual']:.2f} | {100 * d['others_change']:+.1f} | "
+                         f"{100 * d['controls_change']:+.1f} | {d['motion_ratio']:.2f} | {d['participation_ratio']:.1f} |")
+    return lines
