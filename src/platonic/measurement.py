@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from .descriptor import Descriptor, ProbeGrid, Provenance
 from .errors import ArtifactError, InvalidInputError, ZeroDescriptorWarning
 from .hashing import tensor_digest
 from .models import DualEncoder, ProbeEmbeddings, has_backend_prefix, load_model
 from .paths import cache_dir
-from .storage import atomic_write
+from .storage import write_tensors
 
 
 def canonical_probes(model: DualEncoder, probes) -> torch.Tensor:
@@ -52,7 +52,7 @@ class EmbeddingCache:
             return ProbeEmbeddings(z=data["z"], u=data.get("u"))
         emb = model.encode_probes(probes, batch_size=batch_size, progress=progress)
         tensors = {"z": emb.z} if emb.u is None else {"z": emb.z, "u": emb.u}
-        atomic_write(path, lambda tmp: save_file(tensors, tmp))
+        write_tensors(path, tensors)
         return emb
 
     def texts(self, model: DualEncoder, prompts: Sequence[str]) -> torch.Tensor:
@@ -61,7 +61,7 @@ class EmbeddingCache:
         if path.exists():
             return load_file(str(path))["g"]
         g = model.encode_texts(prompts)
-        atomic_write(path, lambda tmp: save_file({"g": g.contiguous()}, tmp))
+        write_tensors(path, {"g": g})
         return g
 
 
@@ -76,7 +76,7 @@ class ProbeStore:
         digest = tensor_digest(probes)
         path = self.root / f"{digest}.safetensors"
         if not path.exists():
-            atomic_write(path, lambda tmp: save_file({"probes": probes.contiguous()}, tmp))
+            write_tensors(path, {"probes": probes})
         return digest
 
     def get(self, digest: str) -> torch.Tensor:

@@ -19,7 +19,7 @@ from torch import nn
 
 from ._checks import as_finite_scalar
 from .errors import InvalidInputError
-from .storage import atomic_write
+from .storage import write_tensors
 
 
 class TaskVector:
@@ -103,10 +103,7 @@ class TaskVector:
                 state[k].copy_((state[k].double() + alpha * v.double()).to(state[k].dtype))
 
     def save(self, path) -> None:
-        from safetensors.torch import save_file
-
-        tensors = {k: v.contiguous() for k, v in self.deltas.items()}
-        atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={"platonic": '{"kind": "task_vector"}'}))
+        write_tensors(path, self.deltas, {"kind": "task_vector"}, key="platonic")
 
     @classmethod
     def load(cls, path) -> "TaskVector":
