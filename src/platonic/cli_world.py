@@ -16,7 +16,7 @@ world_app = typer.Typer(help="The embedded world: real small data, a zoo of tiny
 
 @world_app.command("build")
 def build(
-    profile: str = typer.Option("full", "--profile", help="tiny (tests, ~1 min) or full (~20-30 min on 2 cores)"),
+    profile: str = typer.Option("full", "--profile", help="tiny (tests, ~1.5 min) or full (~25-30 min on 2 cores, then ~10 min for its report)"),
     seed: int = typer.Option(0, "--seed", help="world seed (data, initialisations, batch order)"),
     force: bool = typer.Option(False, "--force", help="rebuild even if a complete build is cached"),
     workers: int = typer.Option(2, "--workers", min=1, help="single-threaded worker processes"),
