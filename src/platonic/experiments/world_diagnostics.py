@@ -99,6 +99,7 @@ def diagnose(store: FeatureStore, train: dict[str, EvalSet], descriptors: dict, 
         zero = {s: store.accuracy(m, setup.tasks[s].test) for s in tasks}
         zero_controls = {c: store.accuracy(m, setup.controls[c]) for c in controls}
         rows = {}
+        probe_z = {t: store.cache.probes(model, setup.tasks[t].probes, progress=False).z for t in tasks}  # read once
         for t in tasks:
             spec = setup.tasks[t]
             z_train, z_test = store.features(m, train[t]).z, store.features(m, spec.test).z
@@ -118,9 +119,8 @@ def diagnose(store: FeatureStore, train: dict[str, EvalSet], descriptors: dict, 
                 "own_gain": at[1.0] - zero[t], "others_change": sum(others) / len(others) if others else 0.0,
                 "controls_change": sum(ctrl) / len(ctrl) if ctrl else 0.0,
                 "motion_ratio": float(other_motion / own_motion) if float(own_motion) > 0 else float("nan"),
-                "participation_ratio": participation_ratio(store.cache.probes(model, spec.probes, progress=False).z),
+                "participation_ratio": participation_ratio(probe_z[t]),
             }
-        pooled = torch.cat([store.cache.probes(model, setup.tasks[t].probes, progress=False).z for t in tasks])
-        out[m] = {"tasks": rows, "participation_ratio": participation_ratio(pooled)}
+        out[m] = {"tasks": rows, "participation_ratio": participation_ratio(torch.cat(list(probe_z.values())))}
         store.drop_deltas(m)
     return out
