@@ -6,8 +6,9 @@ import torch
 from platonic.experiments.fastpath import FeatureStore
 from platonic.experiments.setup import EvalSet
 from platonic.experiments.toy import toy_setup
-from platonic.experiments.world_diagnostics import best_linear_map, diagnose, linear_probe, participation_ratio
+from platonic.experiments.world_diagnostics import best_linear_map, diagnose, linear_probe, participation_ratio, prompt_leak
 from platonic.metrics import top1
+from platonic.solve import solve
 
 
 def test_participation_ratio_counts_equally_used_directions():
@@ -18,6 +19,31 @@ def test_participation_ratio_counts_equally_used_directions():
     assert participation_ratio(line) == pytest.approx(1.0, abs=1e-6)
     squashed = torch.randn(20000, 4, generator=g) * torch.tensor([1.0, 1.0, 0.1, 0.1]) + torch.tensor([0, 0, 0, 5.0])
     assert 1.5 < participation_ratio(squashed) < 2.5
+
+
+def test_prompt_leak_is_what_the_operator_can_reach_of_another_tasks_classes():
+    g = torch.Generator().manual_seed(2)
+    d = 12
+    own = torch.randn(4, d, generator=g) * (torch.arange(d) < 4)  # task t's prompts span coordinates 0-3
+    common = torch.zeros(d); common[0] = 3.0  # a shift shared by every prompt of s moves no prediction
+    apart = torch.nn.functional.normalize(torch.randn(5, d, generator=g) * (torch.arange(d) >= 6), dim=1) + common
+    # (equal norms, so the shared coordinate stays shared once the prompts are normalised)
+    inside = torch.randn(5, d, generator=g) * (torch.arange(d) < 4)
+    assert prompt_leak(own, [apart]) == pytest.approx(0.0, abs=1e-6)
+    assert prompt_leak(own, [inside]) == pytest.approx(1.0, abs=1e-9)
+    assert prompt_leak(own, [apart, inside]) == pytest.approx(0.5, abs=1e-6)
+    assert prompt_leak(own, []) == 0.0
+    # the reason: the closed-form operator A = X^T maps every embedding into span(G_t), so with zero leak
+    # it leaves the other task's class scores' differences, hence its predictions, exactly unchanged
+    F = torch.nn.functional.normalize(torch.randn(40, d, generator=g), dim=1)
+    U = torch.randn(40, 4, generator=g)
+    A = solve(F.double(), torch.nn.functional.normalize(own, dim=1).double(), U.double()).T
+    z = torch.nn.functional.normalize(torch.randn(30, d, generator=g), dim=1).double()
+    Gs = torch.nn.functional.normalize(apart, dim=1).double()
+    before, after = z @ Gs.T, (z + z @ A.T) @ Gs.T
+    change = after - before
+    assert change.abs().max() > 1e-3  # it does move the other task's scores, all classes alike
+    assert (change - change.mean(dim=1, keepdim=True)).abs().max() < 1e-6 * change.abs().max()  # float64 solve round-off
 
 
 def test_linear_probe_and_best_linear_map_reach_what_a_linear_read_out_can():

@@ -29,7 +29,7 @@ from .setup import EvalSet, ExperimentSetup, measure_on_grids
 from .world_diagnostics import diagnose
 
 KINDS = ("full", "lora")
-REPORT_VERSION = 3
+REPORT_VERSION = 4
 
 
 def _mean(xs) -> float:

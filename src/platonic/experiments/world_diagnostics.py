@@ -16,6 +16,13 @@ Per (model, task), from cached features (`FeatureStore`) and the model's own des
   `others_change` (mean accuracy change of the other tasks), `controls_change` (mean over controls),
   and `motion_ratio`, mean ||D|| on the other tasks' probes over mean ||D|| on its own probes
   (D = the site's embedding change, z -> z + D; > 1: it moves the others more than its task);
+- `prompt_leak`: the mean over the other tasks s of ||P_t Gc_s||_F^2 / ||Gc_s||_F^2, with P_t the projector
+  onto the span of the task's own prompt embeddings G_t and Gc_s the other task's prompt embeddings
+  minus their mean. The operator's output lies in span(G_t) (A = X^T with X = ... L_b^T, method.md
+  §1.2), and a shift common to all of s's prompts changes none of its predictions, so this is the
+  fraction of the other tasks' class-separating directions the operator can reach at all: 0 means
+  a structurally local operator, 1 one that reaches everything. Random subspaces give about
+  rank(G_t) / d, and the ranks sum to more than d when the tasks' classes do (104 prompts in 64-d);
 - `participation_ratio` of each task's probe embeddings, PR = (sum lambda)^2 / sum lambda^2 of the
   covariance of z / ||z||, and per model of all tasks' probes pooled (the effective number of
   directions the tasks occupy).
@@ -37,6 +44,25 @@ def participation_ratio(z: torch.Tensor) -> float:
     x = x - x.mean(dim=0)
     lam = torch.linalg.eigvalsh(x.T @ x / max(1, x.shape[0])).clamp_min(0)
     return float(lam.sum() ** 2 / (lam ** 2).sum()) if float(lam.sum()) > 0 else 1.0
+
+
+def prompt_leak(own: torch.Tensor, others: list[torch.Tensor]) -> float:
+    """Mean over `others` (each (M_s, d)) of ||P Gc_s||_F^2 / ||Gc_s||_F^2; P projects onto the row span of `own` (M, d).
+
+    Gc_s: the rows of normalise(G_s) minus their mean (a shift common to every class moves no prediction).
+    """
+    if not others:
+        return 0.0
+    g = torch.nn.functional.normalize(own.double(), dim=1)
+    u, s, _ = torch.linalg.svd(g.T, full_matrices=False)  # (d, M) -> left singular vectors span the rows of g
+    basis = u[:, s > s.max() * 1e-10]
+    fractions = []
+    for other in others:
+        c = torch.nn.functional.normalize(other.double(), dim=1)
+        c = c - c.mean(dim=0)
+        total = float(c.pow(2).sum())
+        fractions.append(float((c @ basis).pow(2).sum()) / total if total > 0 else 0.0)
+    return sum(fractions) / len(fractions)
 
 
 def _fit(parameters: list[torch.Tensor], loss_fn, iterations: int = 500) -> None:
@@ -100,6 +126,7 @@ def diagnose(store: FeatureStore, train: dict[str, EvalSet], descriptors: dict, 
         zero_controls = {c: store.accuracy(m, setup.controls[c]) for c in controls}
         rows = {}
         probe_z = {t: store.cache.probes(model, setup.tasks[t].probes, progress=False).z for t in tasks}  # read once
+        task_prompts = {t: store.prompt_embeddings(m, setup.tasks[t].test) for t in tasks}
         for t in tasks:
             spec = setup.tasks[t]
             z_train, z_test = store.features(m, train[t]).z, store.features(m, spec.test).z
@@ -119,6 +146,7 @@ def diagnose(store: FeatureStore, train: dict[str, EvalSet], descriptors: dict, 
                 "own_gain": at[1.0] - zero[t], "others_change": sum(others) / len(others) if others else 0.0,
                 "controls_change": sum(ctrl) / len(ctrl) if ctrl else 0.0,
                 "motion_ratio": float(other_motion / own_motion) if float(own_motion) > 0 else float("nan"),
+                "prompt_leak": prompt_leak(task_prompts[t], [task_prompts[s] for s in tasks if s != t]),
                 "participation_ratio": participation_ratio(probe_z[t]),
             }
         out[m] = {"tasks": rows, "participation_ratio": participation_ratio(torch.cat(list(probe_z.values())))}

@@ -61,23 +61,27 @@ def diagnostics_table(report: dict) -> list[str]:
               "Linear probe: softmax regression on the pre-trained embeddings; best linear map: the best d x d map "
               "of the embedding against the frozen prompts (CE on train). Locality of the oracle operator at alpha 1: "
               "own gain, mean change of the other tasks and of the controls (points), and how much more it moves the "
-              "other tasks' embeddings than its own (motion ratio). PR: participation ratio of the probe embeddings "
+              "other tasks' embeddings than its own (motion ratio). Prompt leak: the fraction of the other tasks' "
+              "class-separating prompt directions inside the span of the task's own prompts, which bounds what the "
+              "operator can reach (0: local by construction). PR: participation ratio of the probe embeddings "
               "(per task, mean; and all tasks pooled).", "",
               "| model | zero-shot | full FT | linear probe | best linear map | oracle a=.5 | oracle a=1 | residual | own gain | "
-              "others | controls | motion ratio | PR per task | PR pooled |", "|" + "---|" * 14]
+              "others | controls | motion ratio | prompt leak | PR per task | PR pooled |", "|" + "---|" * 15]
     for m, r in s["per_model"].items():
         d = r["diagnostics"]
         lines.append(f"| {m} | {_p(r['zero_shot'])} | {_p(r['full']['finetuned'])} | {_p(d['linear_probe'])} | "
                      f"{_p(d['best_linear_map'])} | {_p(d['oracle_alpha05'])} | {_p(d['oracle_alpha1'])} | {d['residual']:.2f} | "
                      f"{100 * d['own_gain']:+.1f} | {100 * d['others_change']:+.1f} | {100 * d['controls_change']:+.1f} | "
-                     f"{d['motion_ratio']:.2f} | {d['participation_ratio']:.1f} | {d['pooled_participation_ratio']:.1f} |")
+                     f"{d['motion_ratio']:.2f} | {d['prompt_leak']:.2f} | {d['participation_ratio']:.1f} | "
+                     f"{d['pooled_participation_ratio']:.1f} |")
     lines += ["", "Every (model, task):", "",
               "| model / task | zero-shot | full FT | linear probe | best linear map | oracle a=.5 | oracle a=1 | residual | "
-              "others | controls | motion ratio | PR |", "|" + "---|" * 12]
+              "others | controls | motion ratio | prompt leak | PR |", "|" + "---|" * 13]
     for m, per in report["diagnostics"].items():
         for t, d in per["tasks"].items():
             lines.append(f"| {m} / {t} | {_p(d['zero_shot'])} | {_p(report['models'][m]['finetuned']['full'][t])} | "
                          f"{_p(d['linear_probe'])} | {_p(d['best_linear_map'])} | {_p(d['oracle_alpha05'])} | "
                          f"{_p(d['oracle_alpha1'])} | {d['residual']:.2f} | {100 * d['others_change']:+.1f} | "
-                         f"{100 * d['controls_change']:+.1f} | {d['motion_ratio']:.2f} | {d['participation_ratio']:.1f} |")
+                         f"{100 * d['controls_change']:+.1f} | {d['motion_ratio']:.2f} | {d['prompt_leak']:.2f} | "
+                         f"{d['participation_ratio']:.1f} |")
     return lines
