@@ -652,17 +652,31 @@ def _task_arithmetic_command(names, setup, model, task, control, source, output,
                                     "(platonic experiment task_arithmetic), the other experiments in another run")
         given = [k for k, v in other.items() if v is not None]
         if given:
-            raise InvalidInputError(f"{', '.join(given)} do(es) not apply to task_arithmetic (it chooses alpha on validation)")
+            raise InvalidInputError(f"{', '.join(given)} {'do' if len(given) > 1 else 'does'} not apply to task_arithmetic "
+                                    "(it chooses alpha on validation and fine-tunes its own task vectors)")
         as_device(device)
         check_run_directory(output)
         check_cache_writable()
         lambdas = _floats(options["--lambdas"], "--lambdas") if options["--lambdas"] else list(DEFAULT_LAMBDAS)
         flavours = _csv(options["--flavours"], "--flavours") or list(FLAVOURS)
         own = any((model, task, control, source))
-        if setup != "world" or own:
-            raise InvalidInputError("task_arithmetic runs on the embedded world (--setup world, optionally --world DIR) "
-                                    "in this version; YAML and --model setups are not wired to it yet")
-        loaded = world_ta_setup(options["--world"], models=_csv(options["--models"], "--models"))
+        if source:
+            raise InvalidInputError("--source does not apply to task_arithmetic: it fine-tunes every (model, task) itself")
+        if setup == "world" and not own:
+            loaded = world_ta_setup(options["--world"], models=_csv(options["--models"], "--models"))
+        else:
+            if options["--world"] is not None:
+                raise InvalidInputError("--world names the embedded world's directory; it does not apply to a YAML or --model setup")
+            if setup not in ("world",) and not Path(setup).is_file():
+                raise InvalidInputError(f"task_arithmetic runs on --setup world or a YAML file; got {setup!r}")
+            from .experiments.config import config_from_options, read_config
+            from .experiments.ta_setup import config_ta_setup
+
+            config = read_config(Path(setup), task_arithmetic=True) if setup != "world" else None
+            if own:
+                config = config_from_options(list(model), list(task), list(control), [], config, task_arithmetic=True)
+            loaded = config_ta_setup(config, device=device)
+            loaded = loaded.select(models=_csv(options["--models"], "--models"))
         loaded = loaded.select(tasks=_csv(options["--tasks"], "--tasks"))
         if options["--steps"] is not None and options["--steps"] < 1:
             raise InvalidInputError("--steps must be a positive number of fine-tuning steps")

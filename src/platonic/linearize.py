@@ -53,7 +53,8 @@ def tangent_forward(encoder: DualEncoder, names: Sequence[str], delta: Sequence[
     """f(x; theta_0) + J f(x; theta_0) dtheta (B, d) for prepared `inputs`; theta_0 = the encoder's own weights.
 
     delta[i] is dtheta of parameter names[i] (same shape and dtype). Differentiable in `delta`. Attention
-    runs on the math kernel, the one with forward-mode derivatives.
+    runs on the math kernel and without nn.MultiheadAttention's inference fast path: the kernels with
+    forward-mode derivatives.
     """
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -65,8 +66,13 @@ def tangent_forward(encoder: DualEncoder, names: Sequence[str], delta: Sequence[
     def f(*weights):
         return functional_call(call, dict(zip(keys, weights)), (inputs,))
 
-    with sdpa_kernel(SDPBackend.MATH):
-        out, change = jvp(f, primals, tuple(delta))
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)  # nn.MultiheadAttention's inference kernel has no forward AD
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            out, change = jvp(f, primals, tuple(delta))
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
     return out + change
 
 

@@ -8,7 +8,9 @@ is fine-tuned on its train split (text tower frozen, prompt head frozen) into ta
 - addition: theta_0 + alpha * sum_t tau_t, alpha in linspace(0, 1, 21) chosen by the mean normalised
   accuracy on the tasks' *validation* splits (normalised = merged accuracy / the task's own fine-tune's);
   the test splits are encoded once, at the chosen alpha: absolute and normalised accuracy per task;
-- lambda: the grid value whose chosen-alpha validation score is highest (ties: the smaller lambda);
+- lambda: the grid value whose merged model (at its chosen alpha) has the highest mean *absolute*
+  validation accuracy (ties: the smaller lambda). Not the normalised one: a lambda that spoils the
+  fine-tunes shrinks the denominator and would win on the ratio while the merged model gains nothing;
 - negation (for `negation_flavours`): theta_0 - alpha * tau_t, alpha the grid value with the lowest
   validation accuracy on t among those keeping every control's validation accuracy >= 95% of its
   zero-shot; reported on the test splits (target t, controls);
@@ -211,6 +213,7 @@ class _Run:
     ft_val: dict[str, float]
     alpha: float
     val_curve: dict[float, float]  # alpha -> mean normalised validation accuracy
+    val_absolute: float  # mean absolute validation accuracy of the merged model at the chosen alpha
 
 
 def run_task_arithmetic(setup: TaskArithmeticSetup, flavours: Sequence[str] = FLAVOURS, lambdas: Sequence[float] = DEFAULT_LAMBDAS,
@@ -283,16 +286,18 @@ def run_task_arithmetic(setup: TaskArithmeticSetup, flavours: Sequence[str] = FL
                 start = time.perf_counter()
                 ft_val = {t: feats.accuracy(variants.features(taus[t], 1.0, [val[t]])[val[t].name], val[t]) for t in tasks}
                 merged = TaskVector.merge(taus.values())
-                curve = {}
+                curve, absolute = {}, {}
                 for a in ALPHAS:
                     z = variants.features(merged, a, list(val.values()))
-                    curve[a] = _mean(feats.accuracy(z[val[t].name], val[t]) / max(ft_val[t], 1e-12) for t in tasks)
+                    accs = {t: feats.accuracy(z[val[t].name], val[t]) for t in tasks}
+                    curve[a] = _mean(accs[t] / max(ft_val[t], 1e-12) for t in tasks)
+                    absolute[a] = _mean(accs.values())
                 best = max(ALPHAS, key=lambda a: (curve[a], -a))
-                runs[lam] = _Run(lam, taus, merged, ft_val, best, curve)
+                runs[lam] = _Run(lam, taus, merged, ft_val, best, curve, absolute[best])
                 timed("addition: alpha on validation", start)
-                say(f"  alpha {best:g} (validation mean normalised accuracy {100 * curve[best]:.2f}), "
-                    f"{time.perf_counter() - start:.1f} s")
-            lam_star = max(lambdas, key=lambda x: (runs[x].val_curve[runs[x].alpha], -x))
+                say(f"  alpha {best:g} (validation: mean normalised accuracy {100 * curve[best]:.2f}, absolute "
+                    f"{100 * absolute[best]:.2f}), {time.perf_counter() - start:.1f} s")
+            lam_star = max(lambdas, key=lambda x: (runs[x].val_absolute, -x))
             chosen_lambda.setdefault(mname, {})[flavour] = lam_star
             say(f"{mname} {flavour}: lambda {lam_star:g} chosen on validation")
             for orthoreg, run in ((False, runs[0.0]), (True, runs[lam_star])):
@@ -307,7 +312,7 @@ def run_task_arithmetic(setup: TaskArithmeticSetup, flavours: Sequence[str] = FL
                               "normalized": {t: acc[t] / max(ft_test[t], 1e-12) for t in tasks},
                               "finetuned": ft_test, "finetuned_val": run.ft_val,
                               "val_curve": {f"{a:g}": v for a, v in run.val_curve.items()},
-                              "lambda_scores": {f"{x:g}": runs[x].val_curve[runs[x].alpha] for x in lambdas} if orthoreg else {},
+                              "lambda_scores": {f"{x:g}": runs[x].val_absolute for x in lambdas} if orthoreg else {},
                               "residuals": []})
                 timed("addition: test at the chosen alpha", start)
                 label = f"{flavour}{' + OrthoReg' if orthoreg else ''}"
