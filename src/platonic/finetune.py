@@ -35,6 +35,7 @@ from .lora import attach_lora, lora_layer_names_without_grad
 from .models import DualEncoder
 from .progress import track
 
+
 class FinetuneConfig(BaseModel):
     """Settings of one fine-tune (defaults: the task_vectors recipe, scaled down)."""
 
@@ -162,8 +163,10 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
         params = [torch.nn.Parameter(torch.zeros_like(weights[n])) for n in names]
         initial = [torch.zeros_like(p) for p in params] if config.orthoreg else None
 
-        def forward(batch):
+        def tangent(batch):
             return tangent_forward(ft, names, params, batch)
+
+        forward = tangent
     else:
         named = _trainable(ft, config.mode)
         for p in ft.module.parameters():
