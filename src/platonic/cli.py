@@ -532,7 +532,8 @@ def solve_settings(names, mu_a: float | None, mu_b: float | None, kind: str | No
 
 @app.command()
 def experiment(
-    names: list[str] = typer.Argument(..., help="addition, negation, generalization, alpha and/or weight_space."),
+    names: list[str] = typer.Argument(..., help="addition, negation, generalization, alpha and/or weight_space; or "
+                                      "task_arithmetic alone (method.md §2: flavours x OrthoReg, docs/experiments.md)."),
     setup: str = typer.Option("world", "--setup", help="world (the embedded world), toy (synthetic, seconds), or a YAML file "
                               "naming models, tasks and sources (docs/experiments.md)."),
     model: list[str] = typer.Option([], "--model", help="NAME=SPEC: a model to run on (repeat; instead of --setup's)."),
@@ -559,6 +560,19 @@ def experiment(
                                        "other tasks' probes, 64 each)."),
     anchor_weight: float = typer.Option(None, "--anchor-weight", help="The pool's relative weight (1: as much as the "
                                         "probes)."),
+    flavours: str = typer.Option(None, "--flavours", help="task_arithmetic: comma-separated fine-tuning flavours "
+                                 "(default full,attention,lora,linear)."),
+    ta_tasks: str = typer.Option(None, "--tasks", help="task_arithmetic: comma-separated task names (default: all)."),
+    ta_models: str = typer.Option(None, "--models", help="task_arithmetic: comma-separated model names (default: all)."),
+    lambdas: str = typer.Option(None, "--lambdas", help="task_arithmetic: OrthoReg's lambda grid within [0.1, 100], "
+                                "chosen on validation (default 0.1,1,10)."),
+    negation_flavours: str = typer.Option(None, "--negation-flavours", help="task_arithmetic: the flavours negation "
+                                          "runs for (default: every flavour run)."),
+    steps: int = typer.Option(None, "--steps", help="task_arithmetic: fine-tuning steps per task (default 64, batch 64)."),
+    val_size: int = typer.Option(None, "--val-size", help="task_arithmetic: use at most this many items of each "
+                                 "validation split for the choices (a seeded subset; default: all)."),
+    world: Path = typer.Option(None, "--world", help="task_arithmetic: a built world directory to run on (default: "
+                               "the cached world of $PLATONIC_WORLD_PROFILE, built if needed)."),
     device: str = _device_option(),
 ) -> None:
     """Run the paper's experiment protocols and write results.json, tables.md and plots.
@@ -573,7 +587,19 @@ def experiment(
     from .experiments.report import check_run_directory
     from .preflight import check_cache_writable
 
+    ta_options = {"--flavours": flavours, "--tasks": ta_tasks, "--models": ta_models, "--lambdas": lambdas,
+                  "--negation-flavours": negation_flavours, "--steps": steps, "--val-size": val_size, "--world": world}
+    if "task_arithmetic" in names:
+        other = {"--alpha": alpha, "--mu-a": mu_a, "--mu-b": mu_b, "--solve": solve_kind, "--anchor-images": anchor_images,
+                 "--anchor-weight": anchor_weight, "--adapter-lr": adapter_lr, "--adapter-max-steps": adapter_max_steps,
+                 "--adapter-holdout": adapter_holdout, "--adapter-cells": adapter_cells or None}
+        _task_arithmetic_command(names, setup, model, task, control, source, output, plots, ta_options, other, device)
+        return
     try:
+        given = [k for k, v in ta_options.items() if v is not None]
+        if given:
+            raise InvalidInputError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to the task_arithmetic "
+                                    "experiment only")
         check_experiments(names)
         if adapter_cells < 0:
             raise InvalidInputError("--adapter-cells must be 0 (off) or a positive number of cells")
@@ -594,6 +620,74 @@ def experiment(
         _fail(exc)
     console.print((output / "tables.md").read_text())
     console.print(f"report: {output}/ (results.json, tables.md, plots)")
+
+
+def _csv(value: str | None, what: str) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise InvalidInputError(f"{what} needs one or more comma-separated names")
+    return items
+
+
+def _floats(value: str, what: str) -> list[float]:
+    try:
+        return [float(x) for x in _csv(value, what)]
+    except ValueError:
+        raise InvalidInputError(f"{what} must be comma-separated numbers, e.g. 0.1,1,10; got {value!r}") from None
+
+
+def _task_arithmetic_command(names, setup, model, task, control, source, output, plots, options, other, device) -> None:
+    """`platonic experiment task_arithmetic`: fine-tune per flavour with and without OrthoReg, add, negate, report."""
+    from ._checks import as_device
+    from .experiments.report import check_run_directory
+    from .experiments.ta_setup import world_ta_setup
+    from .experiments.task_arithmetic import DEFAULT_LAMBDAS, FLAVOURS, Recipe, task_arithmetic_experiment
+    from .preflight import check_cache_writable
+
+    try:
+        if list(names) != ["task_arithmetic"]:
+            raise InvalidInputError("task_arithmetic fine-tunes and writes its own tables: run it alone "
+                                    "(platonic experiment task_arithmetic), the other experiments in another run")
+        given = [k for k, v in other.items() if v is not None]
+        if given:
+            raise InvalidInputError(f"{', '.join(given)} {'do' if len(given) > 1 else 'does'} not apply to task_arithmetic "
+                                    "(it chooses alpha on validation and fine-tunes its own task vectors)")
+        as_device(device)
+        check_run_directory(output)
+        check_cache_writable()
+        lambdas = _floats(options["--lambdas"], "--lambdas") if options["--lambdas"] else list(DEFAULT_LAMBDAS)
+        flavours = _csv(options["--flavours"], "--flavours") or list(FLAVOURS)
+        own = any((model, task, control, source))
+        if source:
+            raise InvalidInputError("--source does not apply to task_arithmetic: it fine-tunes every (model, task) itself")
+        if setup == "world" and not own:
+            loaded = world_ta_setup(options["--world"], models=_csv(options["--models"], "--models"))
+        else:
+            if options["--world"] is not None:
+                raise InvalidInputError("--world names the embedded world's directory; it does not apply to a YAML or --model setup")
+            if setup not in ("world",) and not Path(setup).is_file():
+                raise InvalidInputError(f"task_arithmetic runs on --setup world or a YAML file; got {setup!r}")
+            from .experiments.config import config_from_options, read_config
+            from .experiments.ta_setup import config_ta_setup
+
+            config = read_config(Path(setup), task_arithmetic=True) if setup != "world" else None
+            if own:
+                config = config_from_options(list(model), list(task), list(control), [], config, task_arithmetic=True)
+            loaded = config_ta_setup(config, device=device)
+            loaded = loaded.select(models=_csv(options["--models"], "--models"))
+        loaded = loaded.select(tasks=_csv(options["--tasks"], "--tasks"))
+        if options["--steps"] is not None and options["--steps"] < 1:
+            raise InvalidInputError("--steps must be a positive number of fine-tuning steps")
+        recipe = Recipe(**({"steps": options["--steps"]} if options["--steps"] is not None else {}))
+        task_arithmetic_experiment(loaded, output, plots=plots, flavours=flavours, lambdas=lambdas, recipe=recipe,
+                                   negation_flavours=_csv(options["--negation-flavours"], "--negation-flavours"),
+                                   val_size=options["--val-size"], log=console.print)
+    except PlatonicError as exc:
+        _fail(exc)
+    console.print((output / "tables.md").read_text())
+    console.print(f"report: {output}/ (results.json, tables.md, task-vector cosine heatmaps)")
 
 
 @app.command()

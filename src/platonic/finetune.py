@@ -9,8 +9,12 @@ with the OrthoReg term (method.md §2) over every trainable 2-D parameter's upda
 (recomputed each step; the Gram matrix on the smaller side; the norm *not* squared), or over
 dW = (alpha / r) B A for LoRA layers, and the optional replay term (weight rho = `replay`) over a batch r
 of `replay_inputs` (other data the fine-tune should leave where it was; z_pre is the model before
-fine-tuning). Modes: "full" (the whole tower and its edit site), "attention"
-(attention projections only, ATT-FT), "lora" (peft LoRA on the tower's attention q/v projections).
+fine-tuning). Modes: "full" (the whole tower and its edit site), "attention" (ATT-FT: the weight
+matrices of the blocks' attention q, k, v and output projections only, `platonic.attention`), "lora"
+(peft LoRA on the model's `lora_target_modules`, its attention q/v projections where it has them; with
+`lora_targets="attention"`, LoRA-ATT on q, k, v and the output projection), "linear" (tangent
+fine-tuning of the tower's first-order Taylor expansion around theta_0, `platonic.linearize`; the
+result is a `LinearizedEncoder` and the OrthoReg term is over its dtheta).
 `ascent=True` maximises the loss instead (the gradient-ascent negation baseline).
 An appended identity edit site (`AppendedLinearSite`) is not part of the model and is never trained.
 """
@@ -23,13 +27,13 @@ from typing import Iterable, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .attention import attention_lora_modules, attention_weight_names
 from .edit import appended_identity_parameters
 from .errors import InvalidInputError
+from .linearize import LinearizedEncoder, linearisable_names, tangent_forward
 from .lora import attach_lora, lora_layer_names_without_grad
 from .models import DualEncoder
 from .progress import track
-
-ATTENTION_WORDS = ("attn", "attention", "q_proj", "k_proj", "v_proj", "out_proj", "qkv", "query", "key", "value")
 
 
 class FinetuneConfig(BaseModel):
@@ -37,7 +41,7 @@ class FinetuneConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mode: Literal["full", "attention", "lora"] = "full"
+    mode: Literal["full", "attention", "lora", "linear"] = "full"
     steps: int = Field(200, ge=1)
     batch_size: int = Field(64, ge=1)
     lr: float = Field(1e-4, gt=0)
@@ -48,6 +52,7 @@ class FinetuneConfig(BaseModel):
     logit_scale: float | None = Field(100.0, gt=0)  # None: the model's own learned scale
     lora_rank: int = Field(4, ge=1)
     lora_alpha: float = Field(8.0, gt=0)
+    lora_targets: Literal["model", "attention"] = "model"  # "attention": LoRA-ATT on q, k, v and out
     orthoreg: float = Field(0.0, ge=0)
     replay: float = Field(0.0, ge=0)  # rho, weight of the replay term (needs `replay_inputs`)
     replay_batch_size: int = Field(32, ge=1)
@@ -97,9 +102,7 @@ def _trainable(ft: DualEncoder, mode: str) -> list[tuple[str, torch.nn.Parameter
         if isinstance(t, torch.nn.Parameter) and id(t) not in appended and all(t is not p for p in named.values()):
             named[f"edit_site.{name}"] = t
     if mode == "attention":
-        named = {k: v for k, v in named.items() if any(w in k for w in ATTENTION_WORDS)}
-        if not named:
-            raise InvalidInputError(f"{ft.spec}: no attention parameters found for mode='attention'")
+        named = {k: named[k] for k in attention_weight_names(ft.tower, ft.spec)}
     return list(named.items())
 
 
@@ -129,7 +132,7 @@ def _replay_targets(model: DualEncoder, config: FinetuneConfig, replay_inputs) -
 
 def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, prompts, config: FinetuneConfig | None = None,
              progress: bool = True, replay_inputs: torch.Tensor | None = None) -> tuple[DualEncoder, list[float]]:
-    """A fine-tuned copy of `model` and the loss of every step.
+    """A fine-tuned copy of `model` (mode "linear": a `LinearizedEncoder` around a copy) and the loss of every step.
 
     inputs (n, ...) canonical probes with labels (n,) indexing `prompts`; replay_inputs (R, ...) canonical
     inputs for the replay term (only with `config.replay` > 0).
@@ -146,10 +149,24 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
     scale = config.logit_scale if config.logit_scale is not None else model.logit_scale
 
     peft_model = None
+    forward = ft._forward_tower
     if config.mode == "lora":
-        peft_model = attach_lora(ft.tower, ft.lora_target_modules, config.lora_rank, config.lora_alpha, ft.spec)
+        targets = attention_lora_modules(ft.tower, ft.spec) if config.lora_targets == "attention" else ft.lora_target_modules
+        peft_model = attach_lora(ft.tower, targets, config.lora_rank, config.lora_alpha, ft.spec)
         params = [p for p in ft.tower.parameters() if p.requires_grad]
         initial = None
+    elif config.mode == "linear":  # dtheta of the tangent model, from zero; theta_0 stays frozen
+        for p in ft.module.parameters():
+            p.requires_grad_(False)
+        names = linearisable_names(ft)
+        weights = dict(ft.module.named_parameters())
+        params = [torch.nn.Parameter(torch.zeros_like(weights[n])) for n in names]
+        initial = [torch.zeros_like(p) for p in params] if config.orthoreg else None
+
+        def tangent(batch):
+            return tangent_forward(ft, names, params, batch)
+
+        forward = tangent
     else:
         named = _trainable(ft, config.mode)
         for p in ft.module.parameters():
@@ -179,14 +196,14 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
             order, cursor = torch.randperm(len(inputs), generator=gen), 0
         idx = order[cursor : cursor + config.batch_size]
         cursor += config.batch_size
-        z = ft._forward_tower(ft.prepare_probes(inputs[idx]))
+        z = forward(ft.prepare_probes(inputs[idx]))
         logits = scale * torch.nn.functional.normalize(z.float(), dim=1) @ head.T
         loss = torch.nn.functional.cross_entropy(logits, labels[idx].to(logits.device))
         if config.ascent:
             loss = -loss
         if replay_targets is not None:
             r = torch.randint(0, len(replay_inputs), (config.replay_batch_size,), generator=replay_gen)
-            z_r = torch.nn.functional.normalize(ft._forward_tower(ft.prepare_probes(replay_inputs[r])).float(), dim=1)
+            z_r = torch.nn.functional.normalize(forward(ft.prepare_probes(replay_inputs[r])).float(), dim=1)
             loss = loss + config.replay * (z_r - replay_targets[r.to(replay_targets.device)]).pow(2).sum(1).mean()
         if config.orthoreg:
             deltas = _lora_deltas(ft.tower) if peft_model is not None else [p - p0 for p, p0 in zip(params, initial)]
@@ -208,4 +225,6 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
         peft_model.merge_and_unload()
     for p in ft.module.parameters():
         p.requires_grad_(False)
+    if config.mode == "linear":
+        return LinearizedEncoder(ft, {n: p.detach() for n, p in zip(names, params)}), losses
     return ft, losses

@@ -4,7 +4,10 @@
     theta    = theta_0 - alpha * tau_t                (negation)
 
 A `TaskVector` maps parameter names to tensors. Vectors of one architecture (same names and shapes)
-add, subtract, negate and scale; `sum()` works. `apply_to(model, alpha)` returns an edited copy.
+add, subtract, negate and scale; `sum()` works, and `TaskVector.merge(vectors)` sums many into one
+buffer. Deltas keep the checkpoint's dtype (a float32 model's vector is float32); `add_to_` adds in
+place, in the parameter's dtype, so merging n vectors of a tower costs one tower-sized buffer, not n
+float64 copies. `apply_to(model, alpha)` returns an edited copy.
 Weight-space *transport* (adding one model's vector to another model of the same architecture but
 other pre-training, theta_B + tau_A) is the same `apply_to` on the other model; names and shapes must match.
 """
@@ -34,12 +37,33 @@ class TaskVector:
 
     @classmethod
     def from_models(cls, pretrained: nn.Module, finetuned: nn.Module) -> "TaskVector":
-        """tau = theta_ft - theta_0 over the floating parameters and buffers both modules hold."""
+        """tau = theta_ft - theta_0 over the floating parameters and buffers both modules hold, in their dtype."""
         pre, ft = pretrained.state_dict(), finetuned.state_dict()
         missing = sorted(set(pre) ^ set(ft))
         if missing:
             raise InvalidInputError(f"the two models differ in parameters (e.g. {missing[:3]}); a task vector needs one architecture")
-        return cls({k: ft[k].double() - pre[k].double() for k in pre if pre[k].is_floating_point()})
+        bad = sorted(k for k in pre if pre[k].is_floating_point() and ft[k].dtype != pre[k].dtype)
+        if bad:
+            raise InvalidInputError(f"parameter {bad[0]!r} is {pre[bad[0]].dtype} in the pre-trained model but "
+                                    f"{ft[bad[0]].dtype} in the fine-tune; load both in one dtype")
+        return cls({k: ft[k].detach() - pre[k].detach() for k in pre if pre[k].is_floating_point()})
+
+    @classmethod
+    def merge(cls, vectors, coefficients=None) -> "TaskVector":
+        """sum_i c_i tau_i (c_i = 1 by default), accumulated in one buffer per parameter (in its dtype)."""
+        vectors = list(vectors)
+        if not vectors:
+            raise InvalidInputError("merging needs at least one task vector")
+        coefficients = [1.0] * len(vectors) if coefficients is None else [as_finite_scalar("coefficient", c) for c in coefficients]
+        if len(coefficients) != len(vectors):
+            raise InvalidInputError(f"{len(vectors)} task vectors but {len(coefficients)} coefficients")
+        for other in vectors[1:]:
+            vectors[0]._check_same(other)
+        out = {k: coefficients[0] * v for k, v in vectors[0].deltas.items()}
+        for c, tau in zip(coefficients[1:], vectors[1:]):
+            for k, acc in out.items():
+                acc.add_(tau.deltas[k].to(acc.dtype), alpha=c)
+        return cls(out)
 
     def _check_same(self, other: "TaskVector") -> None:
         if set(self.deltas) != set(other.deltas):
@@ -50,7 +74,7 @@ class TaskVector:
         if not isinstance(other, TaskVector):
             return NotImplemented
         self._check_same(other)
-        return TaskVector({k: v + other.deltas[k] for k, v in self.deltas.items()})
+        return TaskVector({k: v + other.deltas[k].to(v.dtype) for k, v in self.deltas.items()})
 
     def __radd__(self, other):
         if isinstance(other, (int, float)) and not isinstance(other, bool) and other == 0:
@@ -100,7 +124,7 @@ class TaskVector:
             if state[k].shape != v.shape:
                 raise InvalidInputError(f"parameter {k!r} is {tuple(state[k].shape)} in the model but {tuple(v.shape)} in the task vector")
             with torch.no_grad():
-                state[k].copy_((state[k].double() + alpha * v.double()).to(state[k].dtype))
+                state[k].add_(v.to(state[k].dtype), alpha=alpha)
 
     def save(self, path) -> None:
         write_tensors(path, self.deltas, {"kind": "task_vector"}, key="platonic")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ..errors import InvalidInputError
 from ..finetune import GRADIENT_ASCENT, FinetuneConfig, finetune
@@ -92,8 +92,11 @@ class ExperimentConfig(BaseModel):
         return v if v.ascent else v.model_copy(update={"ascent": True})  # it is the negation baseline
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ExperimentConfig":
-        if len(self.models) < 2:
+    def _consistent(self, info: ValidationInfo) -> "ExperimentConfig":
+        own_finetunes = bool(info.context and info.context.get("task_arithmetic"))  # it fine-tunes; one model will do
+        if own_finetunes and not self.models:
+            raise InvalidInputError("name at least one model")
+        if len(self.models) < 2 and not own_finetunes:
             raise InvalidInputError(f"name at least two models (cross-model experiments need a source and a target); got {len(self.models)}")
         if not self.tasks:
             raise InvalidInputError("name at least one task")
@@ -104,7 +107,7 @@ class ExperimentConfig(BaseModel):
             if unknown:
                 raise InvalidInputError(f"sources of {model!r} name unknown task(s) {', '.join(unknown)}; tasks: {', '.join(self.tasks)}")
         missing = [f"{m}/{t}" for m in self.models for t in self.tasks if t not in self.sources.get(m, {})]
-        if missing and self.finetune is None:
+        if missing and self.finetune is None and not own_finetunes:
             raise InvalidInputError(f"no fine-tuned source for {', '.join(missing)}: list each under sources, or add a "
                              "`finetune:` block to fine-tune the missing ones on the task's train split")
         related = [t for t in [*self.related_group, *([self.held_out] if self.held_out else [])] if t not in self.tasks]
@@ -115,8 +118,11 @@ class ExperimentConfig(BaseModel):
         return self
 
 
-def read_config(path: Path) -> ExperimentConfig:
-    """Parse and validate a YAML setup; relative data / source paths are taken from the file's folder."""
+def read_config(path: Path, task_arithmetic: bool = False) -> ExperimentConfig:
+    """Parse and validate a YAML setup; relative data / source paths are taken from the file's folder.
+
+    task_arithmetic: for the task-arithmetic experiment, which fine-tunes itself (one model suffices,
+    no sources needed)."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -129,14 +135,14 @@ def read_config(path: Path) -> ExperimentConfig:
     if not isinstance(raw, dict):
         raise InvalidInputError(f"{path}: expected a mapping with models, tasks, sources (see `platonic experiment --help`)")
     try:
-        config = ExperimentConfig.model_validate(raw)
+        config = ExperimentConfig.model_validate(raw, context={"task_arithmetic": task_arithmetic})
     except ValidationError as exc:
         raise InvalidInputError(f"{path}: {_explain(exc)}") from None
-    return _resolve(config, path.parent)
+    return _resolve(config, path.parent, task_arithmetic)
 
 
 def config_from_options(models: list[str], tasks: list[str], controls: list[str], sources: list[str],
-                        base: ExperimentConfig | None = None) -> ExperimentConfig:
+                        base: ExperimentConfig | None = None, task_arithmetic: bool = False) -> ExperimentConfig:
     """A config from command-line options NAME=VALUE (sources: MODEL/TASK=FINETUNE), added to `base`."""
     data = base.model_dump() if base is not None else {"name": "command line", "models": {}, "tasks": {}}
     for item in models:
@@ -153,7 +159,7 @@ def config_from_options(models: list[str], tasks: list[str], controls: list[str]
             raise InvalidInputError(f"--source {item!r}: write MODEL/TASK=FINETUNE")
         data.setdefault("sources", {}).setdefault(model, {})[task] = value
     try:
-        return ExperimentConfig.model_validate(data)
+        return ExperimentConfig.model_validate(data, context={"task_arithmetic": task_arithmetic})
     except ValidationError as exc:
         raise InvalidInputError(_explain(exc)) from None
 
@@ -169,7 +175,7 @@ def _explain(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'setup'}: {e['msg']}" for e in exc.errors())
 
 
-def _resolve(config: ExperimentConfig, root: Path) -> ExperimentConfig:
+def _resolve(config: ExperimentConfig, root: Path, task_arithmetic: bool = False) -> ExperimentConfig:
     """Relative paths read from `root` (the YAML file's folder): data folders, source files, and the
     local paths in model specs (open_clip:ARCH@FILE, a transformers directory). Hub names, tags,
     seeds and absolute paths are unchanged."""
@@ -185,7 +191,7 @@ def _resolve(config: ExperimentConfig, root: Path) -> ExperimentConfig:
     for per_task in data["sources"].values():
         for task, value in per_task.items():
             per_task[task] = resolve_spec_paths(value, root) if has_backend_prefix(value) else str(at(value))
-    return ExperimentConfig.model_validate(data)
+    return ExperimentConfig.model_validate(data, context={"task_arithmetic": task_arithmetic})
 
 
 def check_files(config: ExperimentConfig) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from ..errors import ArtifactError
 from ..preflight import nearest_existing
 from .registry import PROTOCOLS
+from .ta_report import has_task_arithmetic, render_task_arithmetic
 
 SCHEMA = "platonic.results"
 VERSION = 1
@@ -201,6 +202,8 @@ def render_tables(results: dict) -> str:
     controls = list(results["setup"].get("controls", {}))
     lines = [f"# Results: {results['setup'].get('name', 'experiment')}", ""]
     experiments = {c["experiment"] for c in cells}
+    if has_task_arithmetic(cells):
+        lines += render_task_arithmetic(results)
     for name in ("addition", "negation", "generalization"):
         if name in experiments:
             lines += _protocol_table(PROTOCOLS[name], name, cells, controls)

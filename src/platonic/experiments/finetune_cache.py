@@ -1,0 +1,74 @@
+"""A cache of fine-tunes as task vectors, keyed by (model, task, flavour, lambda, recipe).
+
+    $PLATONIC_CACHE/finetunes/<model fingerprint>/<task>.<mode>.lam<lambda>.<key>.safetensors
+
+The key hashes the pre-trained model's fingerprint, the task's labelled train split and prompts, the
+whole `FinetuneConfig` (mode = flavour, orthoreg = lambda, steps, lr, seed, ...) and the source of the
+modules that define a fine-tune (finetune, linearize, attention, lora), so a changed recipe or changed
+code misses the cache instead of reading a stale vector. Entries are safetensors files (no pickle)
+written atomically (`storage.write_tensors`): tau = theta_ft - theta_0 over the parameters the
+fine-tune changed (for "linear", tau = dtheta of the tangent model), in the model's dtype.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from pathlib import Path
+from typing import Callable
+
+from safetensors.torch import load_file
+
+from .. import attention, finetune as finetune_module, linearize, lora
+from ..finetune import FinetuneConfig, finetune
+from ..hashing import update_with_tensor
+from ..paths import cache_dir
+from ..storage import write_tensors
+from ..task_vector import TaskVector
+
+KIND = "finetune_task_vector"
+
+
+def _code_digest() -> str:
+    h = hashlib.sha256()
+    for module in (finetune_module, linearize, attention, lora):
+        h.update(inspect.getsource(module).encode())
+    return h.hexdigest()
+
+
+def cache_key(model, inputs, labels, prompts, config: FinetuneConfig) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({"model": model.base_fingerprint, "prompts": list(prompts), "config": config.model_dump(mode="json"),
+                         "code": _code_digest()}, sort_keys=True).encode())
+    update_with_tensor(h, inputs, "inputs")
+    update_with_tensor(h, labels, "labels")
+    return h.hexdigest()
+
+
+def entry_path(model, task: str, config: FinetuneConfig, key: str, root: Path | None = None) -> Path:
+    folder = Path(root) if root is not None else cache_dir("finetunes", model.base_fingerprint[:40])
+    return folder / f"{task}.{config.mode}.lam{config.orthoreg:g}.{key[:20]}.safetensors"
+
+
+def changed_deltas(pre, ft) -> dict:
+    """tau over the floating parameters and buffers a (non-linear) fine-tune changed, in their dtype."""
+    tau = TaskVector.from_models(pre.module, ft.module)
+    return {k: v for k, v in tau.deltas.items() if bool(v.any())}
+
+
+def cached_task_vector(model, task: str, inputs, labels, prompts, config: FinetuneConfig,
+                       on_miss: Callable[[str], None] | None = None) -> tuple[TaskVector, bool]:
+    """(tau, hit): the cached task vector of fine-tuning `model` on (inputs, labels), else fine-tune and store it."""
+    key = cache_key(model, inputs, labels, prompts, config)
+    path = entry_path(model, task, config, key)
+    if path.is_file():
+        return TaskVector(load_file(str(path))), True
+    if on_miss is not None:
+        on_miss(task)
+    ft, losses = finetune(model, inputs, labels, prompts, config, progress=False)
+    deltas = ft.delta if config.mode == "linear" else changed_deltas(model, ft)
+    record = {"kind": KIND, "model": model.spec, "fingerprint": model.base_fingerprint, "task": task,
+              "config": config.model_dump(mode="json"), "first_loss": losses[0], "last_loss": losses[-1]}
+    write_tensors(path, deltas, record, key="platonic", make_parents=True)
+    return TaskVector(deltas), False

@@ -1,0 +1,371 @@
+"""The OrthoReg paper's benchmark (method.md §2): weight-space task arithmetic per fine-tuning flavour,
+without and with OrthoReg, on a `TaskArithmeticSetup`.
+
+For each model and flavour (full, attention = ATT-FT, lora = LoRA-ATT, linear = tangent), each task t
+is fine-tuned on its train split (text tower frozen, prompt head frozen) into tau_t, once plainly
+(lambda = 0) and once per OrthoReg weight lambda of the grid. Then
+
+- addition: theta_0 + alpha * sum_t tau_t, alpha in linspace(0, 1, 21) chosen by the mean normalised
+  accuracy on the tasks' *validation* splits (normalised = merged accuracy / the task's own fine-tune's);
+  the test splits are encoded once, at the chosen alpha: absolute and normalised accuracy per task;
+- lambda: the grid value whose merged model (at its chosen alpha) has the highest mean *absolute*
+  validation accuracy (ties: the smaller lambda). Not the normalised one: a lambda that spoils the
+  fine-tunes shrinks the denominator and would win on the ratio while the merged model gains nothing;
+- negation (for `negation_flavours`): theta_0 - alpha * tau_t, alpha the grid value with the lowest
+  validation accuracy on t among those keeping every control's validation accuracy >= 95% of its
+  zero-shot; reported on the test splits (target t, controls);
+- the cosine between the task vectors, per flavour, plain and with OrthoReg (heatmaps).
+
+Speed: every evaluation encodes all the sets it needs in one batched pass; alpha = 0 is the cached
+zero-shot; a linearised model's output is linear in its task vector, so for "linear" every alpha is
+f_0 + alpha * (f(tau) - f_0) from one tangent pass (exact, not an approximation). Fine-tunes are
+cached (`finetune_cache`). Each phase's time is recorded and printed.
+
+Cells (results.json, docs/results.md): experiment "task_arithmetic/addition" | "task_arithmetic/negation",
+method = flavour, plus "orthoreg" (bool), "lambda", "alpha", accuracies and normalised accuracies.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._checks import as_finite_scalar
+from ..attention import attention_weight_names
+from ..errors import InvalidInputError
+from ..finetune import FinetuneConfig
+from ..linearize import LinearizedEncoder
+from ..metrics import top1
+from ..task_vector import TaskVector
+from .finetune_cache import cached_task_vector
+from .setup import EvalSet
+from .ta_setup import TaskArithmeticSetup
+
+FLAVOURS = ("full", "attention", "lora", "linear")
+ALPHAS = tuple(round(i / 20, 2) for i in range(21))  # np.linspace(0, 1, 21)
+DEFAULT_LAMBDAS = (0.1, 1.0, 10.0)
+CONTROL_KEEP = 0.95
+EXPERIMENT = "task_arithmetic"
+
+
+class Recipe(BaseModel):
+    """The fine-tune of every (model, task, flavour, lambda): the authors' recipe (AdamW, weight decay 0.1,
+    warm-up then cosine, clipping 1.0, frozen prompt head), scaled down. LoRA-ATT: rank 4, alpha 8, its own lr."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    steps: int = Field(64, ge=1)
+    batch_size: int = Field(64, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    lora_lr: float = Field(1e-2, gt=0)
+    weight_decay: float = Field(0.1, ge=0)
+    warmup_fraction: float = Field(0.1, ge=0, lt=1)
+    logit_scale: float | None = None  # None: each model's own learned scale
+    lora_rank: int = Field(4, ge=1)
+    lora_alpha: float = Field(8.0, gt=0)
+    seed: int = 0
+
+    def config(self, flavour: str, lam: float, task_index: int) -> FinetuneConfig:
+        lora = flavour == "lora"
+        return FinetuneConfig(mode=flavour, steps=self.steps, batch_size=self.batch_size, lr=self.lora_lr if lora else self.lr,
+                              weight_decay=self.weight_decay, warmup_fraction=self.warmup_fraction, logit_scale=self.logit_scale,
+                              lora_rank=self.lora_rank, lora_alpha=self.lora_alpha, lora_targets="attention",
+                              orthoreg=lam, seed=self.seed * 1000 + task_index)
+
+
+def check_flavours(setup: TaskArithmeticSetup, flavours: Sequence[str]) -> None:
+    """Refuse unknown or repeated flavours, and flavours a model cannot do (before any fine-tune)."""
+    flavours = list(flavours)
+    unknown = [f for f in flavours if f not in FLAVOURS]
+    if unknown or not flavours:
+        raise InvalidInputError(f"unknown flavour(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(FLAVOURS)}")
+    if len(set(flavours)) != len(flavours):
+        raise InvalidInputError("a flavour is named more than once; name each once")
+    for name, model in setup.models.items():
+        if "attention" in flavours or "lora" in flavours:
+            try:
+                attention_weight_names(model.tower, f"model {name} ({model.spec})")
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{exc}; or leave this model out (--models)") from None
+
+
+def check_lambdas(lambdas: Sequence[float]) -> tuple[float, ...]:
+    values = tuple(as_finite_scalar("lambda", x) for x in lambdas)
+    if not values or any(not 0.1 <= v <= 100 for v in values):
+        raise InvalidInputError(f"OrthoReg's lambda grid must be one or more values within [0.1, 100] (method.md §2); "
+                                f"got {list(values)}")
+    return tuple(sorted(set(values)))
+
+
+def _subset(eval_set: EvalSet, size: int | None, seed: int = 0) -> EvalSet:
+    """At most `size` items of a validation split (a seeded subset), or the whole split."""
+    if size is None or len(eval_set.labels) <= size:
+        return eval_set
+    idx = torch.randperm(len(eval_set.labels), generator=torch.Generator().manual_seed(seed))[:size].sort().values
+    return EvalSet(eval_set.name, eval_set.inputs[idx], eval_set.labels[idx], eval_set.prompts)
+
+
+class Features:
+    """Batched encodes of evaluation sets for one pre-trained model, and accuracies from them.
+
+    Prompt embeddings (the text tower is never trained) are computed once per set.
+    """
+
+    def __init__(self, model, batch_size: int = 256):
+        self.model, self.batch_size = model, batch_size
+        self._heads: dict[str, torch.Tensor] = {}
+
+    def head(self, s: EvalSet) -> torch.Tensor:
+        if s.name not in self._heads:
+            self._heads[s.name] = self.model.encode_texts(list(s.prompts)).float()
+        return self._heads[s.name]
+
+    def encode(self, model, sets: Sequence[EvalSet]) -> dict[str, torch.Tensor]:
+        """z (n, d) per set from one pass of `model` over all their inputs."""
+        sets = list(sets)
+        z = model.encode_probes(torch.cat([s.inputs for s in sets]), batch_size=self.batch_size).z.float()
+        out, start = {}, 0
+        for s in sets:
+            out[s.name] = z[start : start + len(s.labels)]
+            start += len(s.labels)
+        return out
+
+    def accuracy(self, z: torch.Tensor, s: EvalSet) -> float:
+        return top1(z, self.head(s), s.labels)
+
+
+class Variants:
+    """Models theta_0 + alpha * tau of one pre-trained model and flavour, as features of evaluation sets.
+
+    Non-linear flavours: one working copy whose weights are set to theta_0 + alpha * tau in place, then
+    encoded. "linear": f_0 + alpha * (f_lin(tau) - f_0), from one tangent pass per tau.
+    """
+
+    def __init__(self, features: Features, flavour: str, zero_shot: Callable[[Sequence[EvalSet]], dict]):
+        self.f, self.flavour, self.zero_shot = features, flavour, zero_shot
+        self._work = None
+        self._theta0: dict[str, torch.Tensor] = {}
+        self._tangent: dict[tuple[int, str], torch.Tensor] = {}
+
+    def _weights(self, tau: TaskVector, alpha: float):
+        if self._work is None:
+            self._work = self.f.model.copy_for_new_weights()
+        state = self._work.module.state_dict()
+        for k in list(self._theta0):  # restore what an earlier tau touched
+            state[k].copy_(self._theta0[k])
+        for k, v in tau.deltas.items():
+            if k not in self._theta0:
+                self._theta0[k] = state[k].clone()
+            state[k].add_(v.to(state[k].dtype), alpha=alpha)
+        self._work.invalidate_fingerprint()
+        return self._work
+
+    def features(self, tau: TaskVector, alpha: float, sets: Sequence[EvalSet]) -> dict[str, torch.Tensor]:
+        sets = list(sets)
+        if alpha == 0:
+            return self.zero_shot(sets)
+        if self.flavour != "linear":
+            return self.f.encode(self._weights(tau, alpha), sets)
+        missing = [s for s in sets if (id(tau), s.name) not in self._tangent]
+        if missing:
+            lin = LinearizedEncoder(self.f.model, tau.deltas)
+            z0 = self.zero_shot(missing)
+            for name, z in self.f.encode(lin, missing).items():
+                self._tangent[(id(tau), name)] = z - z0[name]  # J tau, exactly (the expansion is linear in tau)
+        z0 = self.zero_shot(sets)
+        return {s.name: z0[s.name] + alpha * self._tangent[(id(tau), s.name)] for s in sets}
+
+    def forget(self) -> None:
+        self._tangent.clear()
+
+
+def _aligned(vectors: dict[str, TaskVector]) -> dict[str, TaskVector]:
+    """The same parameter names in every vector (a parameter one fine-tune left unchanged is a zero delta)."""
+    names: dict[str, torch.Tensor] = {}
+    for tau in vectors.values():
+        for k, v in tau.deltas.items():
+            names.setdefault(k, v)
+    return {t: TaskVector({k: tau.deltas.get(k, torch.zeros_like(ref)) for k, ref in names.items()})
+            for t, tau in vectors.items()}
+
+
+def _cosines(taus: dict[str, TaskVector]) -> list[list[float]]:
+    names = list(taus)
+    return [[taus[a].cosine(taus[b]) for b in names] for a in names]
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs)
+
+
+@dataclass
+class _Run:
+    """One (model, flavour, lambda): its task vectors, fine-tuned accuracies and the chosen alpha."""
+
+    lam: float
+    taus: dict[str, TaskVector]
+    merged: TaskVector
+    ft_val: dict[str, float]
+    alpha: float
+    val_curve: dict[float, float]  # alpha -> mean normalised validation accuracy
+    val_absolute: float  # mean absolute validation accuracy of the merged model at the chosen alpha
+
+
+def run_task_arithmetic(setup: TaskArithmeticSetup, flavours: Sequence[str] = FLAVOURS, lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+                        recipe: Recipe | None = None, negation_flavours: Sequence[str] | None = None,
+                        val_size: int | None = None, progress: bool = True, log: Callable[[str], None] | None = None) -> dict:
+    """Fine-tune, merge, negate and report; returns {"cells", "timings", "settings", "diagnostics"}.
+
+    val_size: at most this many items of each validation split (task and control) are used for the
+    choices (a seeded subset; None: all). negation_flavours: the flavours negation runs for (default: all).
+    """
+    recipe = recipe or Recipe()
+    flavours = list(flavours)
+    check_flavours(setup, flavours)
+    lambdas = check_lambdas(lambdas)
+    negation_flavours = flavours if negation_flavours is None else list(negation_flavours)
+    stray = [f for f in negation_flavours if f not in flavours]
+    if stray:
+        raise InvalidInputError(f"negation flavour(s) {', '.join(stray)} are not among the flavours run ({', '.join(flavours)})")
+    if val_size is not None and val_size < 1:
+        raise InvalidInputError("val_size must be a positive number of items (or None: the whole split)")
+    say = log or (lambda msg: None)
+    tasks = list(setup.tasks)
+    val = {t: _subset(setup.tasks[t].val, val_size) for t in tasks}
+    test = {t: setup.tasks[t].test for t in tasks}
+    cval = {c: _subset(ctrl.val, val_size) for c, ctrl in setup.controls.items()}
+    ctest = {c: ctrl.test for c, ctrl in setup.controls.items()}
+    timings: dict[str, float] = {}
+    cells: list[dict] = []
+    heatmaps: dict[str, dict] = {}
+    chosen_lambda: dict[str, dict[str, float]] = {}
+
+    def timed(phase: str, start: float) -> None:
+        timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - start
+
+    for mname, model in setup.models.items():
+        feats = Features(model)
+        zero: dict[str, torch.Tensor] = {}
+
+        def zero_shot(sets, _feats=feats, _zero=zero, _model=model):
+            missing = [s for s in sets if s.name not in _zero]
+            if missing:
+                _zero.update(_feats.encode(_model, missing))
+            return {s.name: _zero[s.name] for s in sets}
+
+        start = time.perf_counter()
+        zero_shot([*val.values(), *cval.values(), *test.values(), *ctest.values()])
+        timed("zero-shot encodes", start)
+        zs_val_ctrl = {c: feats.accuracy(zero[s.name], s) for c, s in cval.items()}
+        zs_test = {**{t: feats.accuracy(zero[s.name], s) for t, s in test.items()},
+                   **{c: feats.accuracy(zero[s.name], s) for c, s in ctest.items()}}
+        cells.append({"experiment": f"{EXPERIMENT}/addition", "method": "zero_shot", "target": mname, "sources": [],
+                      "tasks": tasks, "coefficients": [], "alpha": 0.0, "orthoreg": False, "lambda": 0.0,
+                      "accuracy": zs_test, "normalized": {}, "residuals": []})
+
+        for flavour in flavours:
+            variants = Variants(feats, flavour, zero_shot)
+            runs: dict[float, _Run] = {}
+            for lam in (0.0, *lambdas):
+                start = time.perf_counter()
+                taus, hits = {}, 0
+                for i, t in enumerate(tasks):
+                    train = setup.tasks[t].train
+                    tau, hit = cached_task_vector(model, t, train.inputs, train.labels, setup.tasks[t].prompts,
+                                                  recipe.config(flavour, lam, i))
+                    taus[t], hits = tau, hits + hit
+                taus = _aligned(taus)
+                timed("fine-tunes (or cache reads)", start)
+                say(f"{mname} {flavour} lambda {lam:g}: {len(tasks)} task vectors ({hits} from the cache), "
+                    f"{time.perf_counter() - start:.1f} s")
+                start = time.perf_counter()
+                ft_val = {t: feats.accuracy(variants.features(taus[t], 1.0, [val[t]])[val[t].name], val[t]) for t in tasks}
+                merged = TaskVector.merge(taus.values())
+                curve, absolute = {}, {}
+                for a in ALPHAS:
+                    z = variants.features(merged, a, list(val.values()))
+                    accs = {t: feats.accuracy(z[val[t].name], val[t]) for t in tasks}
+                    curve[a] = _mean(accs[t] / max(ft_val[t], 1e-12) for t in tasks)
+                    absolute[a] = _mean(accs.values())
+                best = max(ALPHAS, key=lambda a: (curve[a], -a))
+                runs[lam] = _Run(lam, taus, merged, ft_val, best, curve, absolute[best])
+                timed("addition: alpha on validation", start)
+                say(f"  alpha {best:g} (validation: mean normalised accuracy {100 * curve[best]:.2f}, absolute "
+                    f"{100 * absolute[best]:.2f}), {time.perf_counter() - start:.1f} s")
+            lam_star = max(lambdas, key=lambda x: (runs[x].val_absolute, -x))
+            chosen_lambda.setdefault(mname, {})[flavour] = lam_star
+            say(f"{mname} {flavour}: lambda {lam_star:g} chosen on validation")
+            for orthoreg, run in ((False, runs[0.0]), (True, runs[lam_star])):
+                start = time.perf_counter()
+                ft_test = {t: feats.accuracy(variants.features(run.taus[t], 1.0, [test[t]])[test[t].name], test[t]) for t in tasks}
+                z = variants.features(run.merged, run.alpha, [*test.values(), *ctest.values()])
+                acc = {**{t: feats.accuracy(z[test[t].name], test[t]) for t in tasks},
+                       **{c: feats.accuracy(z[s.name], s) for c, s in ctest.items()}}
+                cells.append({"experiment": f"{EXPERIMENT}/addition", "method": flavour, "target": mname, "sources": [mname],
+                              "tasks": tasks, "coefficients": [1.0] * len(tasks), "alpha": run.alpha, "orthoreg": orthoreg,
+                              "lambda": run.lam, "accuracy": acc,
+                              "normalized": {t: acc[t] / max(ft_test[t], 1e-12) for t in tasks},
+                              "finetuned": ft_test, "finetuned_val": run.ft_val,
+                              "val_curve": {f"{a:g}": v for a, v in run.val_curve.items()},
+                              "lambda_scores": {f"{x:g}": runs[x].val_absolute for x in lambdas} if orthoreg else {},
+                              "residuals": []})
+                timed("addition: test at the chosen alpha", start)
+                label = f"{flavour}{' + OrthoReg' if orthoreg else ''}"
+                heatmaps[f"ta_{mname}_{flavour}_{'orthoreg' if orthoreg else 'plain'}"] = {
+                    "title": f"task-vector cosine, {mname}, {label}" + (f" (lambda {run.lam:g})" if orthoreg else ""),
+                    "labels": tasks, "matrix": _cosines(run.taus)}
+                if flavour in negation_flavours:
+                    start = time.perf_counter()
+                    cells += _negation(feats, variants, mname, flavour, orthoreg, run, tasks, val, test, cval, ctest, zs_val_ctrl)
+                    timed("negation", start)
+                variants.forget()
+    return {"cells": cells, "timings": timings,
+            "settings": {"flavours": flavours, "lambdas": list(lambdas), "alphas": list(ALPHAS), "recipe": recipe.model_dump(),
+                         "negation_flavours": negation_flavours, "val_size": val_size, "control_keep": CONTROL_KEEP,
+                         "chosen_lambda": chosen_lambda},
+            "diagnostics": {"cosine_matrices": heatmaps}}
+
+
+def _negation(feats, variants, mname, flavour, orthoreg, run, tasks, val, test, cval, ctest, zs_val_ctrl) -> list[dict]:
+    """theta_0 - alpha tau_t per task: alpha on validation under the control constraint, then the test splits."""
+    cells = []
+    for t in tasks:
+        tau = run.taus[t]
+        scores = {}
+        for a in ALPHAS:
+            z = variants.features(tau, -a, [val[t], *cval.values()])
+            keeps = all(feats.accuracy(z[s.name], s) >= CONTROL_KEEP * zs_val_ctrl[c] for c, s in cval.items())
+            if keeps:
+                scores[a] = feats.accuracy(z[val[t].name], val[t])
+        best = min(scores, key=lambda a: (scores[a], a))
+        z = variants.features(tau, -best, [test[t], *ctest.values()])
+        acc = {"A": feats.accuracy(z[test[t].name], test[t]), **{c: feats.accuracy(z[s.name], s) for c, s in ctest.items()}}
+        cells.append({"experiment": f"{EXPERIMENT}/negation", "method": flavour, "target": mname, "sources": [mname],
+                      "tasks": [t], "coefficients": [-1.0], "alpha": best, "orthoreg": orthoreg, "lambda": run.lam,
+                      "accuracy": acc, "residuals": []})
+    return cells
+
+
+def task_arithmetic_experiment(setup: TaskArithmeticSetup, out_dir=None, *, plots: bool = True, **options) -> dict:
+    """`run_task_arithmetic` as a run directory: results.json (docs/results.md), tables.md, heatmaps.
+
+    options: those of `run_task_arithmetic` (flavours, lambdas, recipe, negation_flavours, val_size, log).
+    """
+    from ..descriptor import utc_now
+    from .report import new_results
+    from .run import write_run
+
+    start = time.perf_counter()
+    out = run_task_arithmetic(setup, **options)
+    results = new_results(setup.describe(), {"experiments": [EXPERIMENT], "created": utc_now(), EXPERIMENT: out["settings"]})
+    results["cells"] = out["cells"]
+    results["timings"] = {**out["timings"], "total": time.perf_counter() - start}
+    results["diagnostics"] = out["diagnostics"]
+    if out_dir is not None:
+        write_run(out_dir, results, plots=plots)
+    return results

@@ -1,0 +1,91 @@
+"""The task-arithmetic experiment (method.md §2): choices on validation only, the fine-tune cache, tables."""
+
+import pytest
+import torch
+
+from platonic import InvalidInputError
+from platonic.experiments.report import render_tables
+from platonic.experiments.setup import EvalSet
+from platonic.experiments.ta_setup import LabelledTask, TaskArithmeticSetup, split_control
+from platonic.experiments.task_arithmetic import ALPHAS, Recipe, run_task_arithmetic, task_arithmetic_experiment
+from platonic.experiments.toy import toy_setup
+
+RECIPE = Recipe(steps=12, batch_size=32, lr=1e-2, logit_scale=20.0)
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return toy_setup()
+
+
+def _setup(toy, shuffle_test: bool) -> TaskArithmeticSetup:
+    """The toy models and tasks with labelled train splits; test labels (tasks and controls) optionally shuffled."""
+    def scrambled(s: EvalSet, seed: int) -> EvalSet:
+        if not shuffle_test:
+            return s
+        return EvalSet(s.name, s.inputs, s.labels[torch.randperm(len(s.labels), generator=torch.Generator().manual_seed(seed))],
+                       s.prompts)
+
+    tasks = {}
+    for i, (name, spec) in enumerate(list(toy.tasks.items())[:3]):
+        x, y = spec.test.inputs, spec.test.labels
+        train = EvalSet(f"{name}/train", x + 0.1 * torch.randn(x.shape, generator=torch.Generator().manual_seed(10 + i)), y, spec.prompts)
+        tasks[name] = LabelledTask(name, spec.prompts, train, spec.val, scrambled(spec.test, 100 + i))
+    controls = {}
+    for j, (name, s) in enumerate(toy.controls.items()):
+        c = split_control(name, s)
+        controls[name] = type(c)(name, c.val, scrambled(c.test, 200 + j))
+    return TaskArithmeticSetup("toy", {"m0": toy.models["m0"]}, tasks, controls)
+
+
+def _choices(out: dict) -> dict:
+    return {(c["experiment"], c["method"], c.get("orthoreg"), tuple(c["tasks"])): (c["alpha"], c["lambda"]) for c in out["cells"]}
+
+
+def test_alpha_and_lambda_never_see_test_labels_and_fine_tunes_are_cached(toy):
+    logs = []
+    clean = run_task_arithmetic(_setup(toy, False), flavours=["full", "linear"], lambdas=[0.1, 10.0], recipe=RECIPE, log=logs.append)
+    shuffled = run_task_arithmetic(_setup(toy, True), flavours=["full", "linear"], lambdas=[0.1, 10.0], recipe=RECIPE, log=logs.append)
+    assert _choices(clean) == _choices(shuffled)  # every alpha (addition, negation) and lambda, unchanged
+    assert clean["settings"]["chosen_lambda"] == shuffled["settings"]["chosen_lambda"]
+    acc = lambda out: [c["accuracy"] for c in out["cells"]]  # noqa: E731
+    assert acc(clean) != acc(shuffled)  # the test labels did change what is reported
+    assert all(c["alpha"] in ALPHAS for c in clean["cells"])
+    assert any(c["alpha"] > 0 for c in clean["cells"])  # the choices are not trivially "no edit"
+    # the second run fine-tuned nothing: every task vector came from the cache
+    misses = [m for m in logs if "task vectors" in m]
+    assert all("(0 from the cache)" in m for m in misses[: len(misses) // 2])
+    assert all("(3 from the cache)" in m for m in misses[len(misses) // 2 :])
+    adds = [c for c in clean["cells"] if c["experiment"] == "task_arithmetic/addition" and c["method"] != "zero_shot"]
+    assert {(c["method"], c["orthoreg"]) for c in adds} == {("full", False), ("full", True), ("linear", False), ("linear", True)}
+    assert all(c["lambda"] == 0 for c in adds if not c["orthoreg"]) and all(c["lambda"] in (0.1, 10.0) for c in adds if c["orthoreg"])
+
+
+def test_tables_heatmaps_and_run_directory(toy, tmp_path):
+    out = task_arithmetic_experiment(_setup(toy, False), tmp_path / "run", flavours=["full"], lambdas=[1.0], recipe=RECIPE)
+    tables = (tmp_path / "run" / "tables.md").read_text()
+    assert "| full FT | " in tables and "| full FT + OrthoReg | " in tables and "Task arithmetic, m0" in tables
+    assert tables == render_tables(out)
+    assert (tmp_path / "run" / "cosine_ta_m0_full_plain.png").is_file()
+    assert (tmp_path / "run" / "cosine_ta_m0_full_orthoreg.png").is_file()
+    m = out["diagnostics"]["cosine_matrices"]["ta_m0_full_plain"]["matrix"]
+    assert all(abs(m[i][i] - 1) < 1e-6 for i in range(len(m)))
+
+
+def test_bad_flavours_lambdas_and_models_without_attention(toy):
+    setup = _setup(toy, False)
+    with pytest.raises(InvalidInputError, match="no transformer attention layers.*leave this model out"):
+        run_task_arithmetic(setup, flavours=["attention"], recipe=RECIPE)
+    with pytest.raises(InvalidInputError, match="unknown flavour"):
+        run_task_arithmetic(setup, flavours=["fancy"], recipe=RECIPE)
+    with pytest.raises(InvalidInputError, match=r"within \[0.1, 100\]"):
+        run_task_arithmetic(setup, flavours=["full"], lambdas=[0.0], recipe=RECIPE)
+    with pytest.raises(InvalidInputError, match="not among the flavours"):
+        run_task_arithmetic(setup, flavours=["full"], negation_flavours=["linear"], recipe=RECIPE)
+    with pytest.raises(InvalidInputError, match="at least two tasks"):
+        setup.select(tasks=["t0"])
