@@ -84,10 +84,8 @@ def split_control(name: str, whole: EvalSet, seed: int = CONTROL_SPLIT_SEED) -> 
 
 def world_ta_setup(path: Path | None = None, models=None) -> TaskArithmeticSetup:
     """The built world at `path` (default: `ensure_world()`, which builds it if needed), no descriptors."""
-    from ..world import data as wd
-    from ..world.backend import load_world_model
     from ..world.zoo import MODEL_NAMES
-    from .world_setup import _world_data
+    from .world_setup import world_parts
 
     if path is None:
         from ..world.build import ensure_world
@@ -101,20 +99,11 @@ def world_ta_setup(path: Path | None = None, models=None) -> TaskArithmeticSetup
     unknown = [n for n in names if n not in MODEL_NAMES]
     if unknown:
         raise InvalidInputError(f"unknown world model(s) {', '.join(unknown)}; choose from {', '.join(MODEL_NAMES)}")
-    data = _world_data(path)
-    loaded = {n: load_world_model(n, root=path) for n in names}
-    tasks = {}
-    for name in wd.TASK_NAMES:
-        d, prompts = data[name], tuple(wd.TASKS[name].prompts)
-        split = lambda s, tag: EvalSet(tag, s.images, s.labels, prompts)  # noqa: E731
-        tasks[name] = LabelledTask(name, prompts, split(d.train, f"{name}/train"), split(d.val, f"{name}/val"),
-                                   split(d.test, name))
-    controls = {}
-    for name in wd.CONTROL_NAMES:
-        d, prompts = data[name], tuple(wd.CONTROLS[name].prompts)
-        controls[name] = Control(name, EvalSet(f"{name}/val", d.val.images, d.val.labels, prompts),
-                                 EvalSet(name, d.test.images, d.test.labels, prompts))
-    return TaskArithmeticSetup(f"world ({path.name})", loaded, tasks, controls)
+    world = world_parts(path, models=names)
+    tasks = {name: LabelledTask(name, spec.prompts, world.split(name, "train"), spec.val, spec.test)
+             for name, spec in world.tasks.items()}
+    controls = {name: Control(name, world.split(name, "val"), test) for name, test in world.controls.items()}
+    return TaskArithmeticSetup(f"world ({path.name})", world.models, tasks, controls)
 
 
 def config_ta_setup(config, device="cpu") -> TaskArithmeticSetup:

@@ -25,7 +25,7 @@ from ..metrics import top1
 from ..storage import atomic_write
 from .diagnostics import descriptor_cosines
 from .fastpath import FeatureStore, single_thread
-from .setup import EvalSet, ExperimentSetup, measure_on_grids
+from .setup import ExperimentSetup, measure_on_grids
 from .world_diagnostics import diagnose
 
 KINDS = ("full", "lora")
@@ -81,8 +81,7 @@ def measure_world(path: Path, progress: bool = False) -> dict:
                 store.drop_deltas(tgt)
             out["transfer"][kind] = cells
             if kind == "full":  # the default source kind: ceilings of a last-layer edit, locality, effective rank
-                train = {t: EvalSet(f"{t}/train", world.data[t].train.images, world.data[t].train.labels, tasks[t].prompts)
-                         for t in task_names}
+                train = {t: world.split(t, "train") for t in task_names}
                 out["diagnostics"] = diagnose(store, train, descriptors, progress=progress)
             cos = descriptor_cosines(names, task_names, on_grid)["cosine"]
             out["agreement"][kind] = {t: {"same_task_cross_model": c["cross_model"], "cross_task_within_model": c["cross_task"]}

@@ -48,15 +48,21 @@ class WorldParts:
 
         return load_world_model(f"{model}/{task}" + ("" if kind == "full" else f"/{kind}"), root=self.path)
 
+    def split(self, name: str, split: str) -> EvalSet:
+        """The `split` ("train" | "val") of task or control `name` as an EvalSet named "NAME/SPLIT"."""
+        part = getattr(self.data[name], split)
+        prompts = self.tasks[name].prompts if name in self.tasks else self.controls[name].prompts
+        return EvalSet(f"{name}/{split}", part.images, part.labels, prompts)
 
-def world_parts(path: Path) -> WorldParts:
-    """Load the built world at `path` (models, tasks, controls, data)."""
+
+def world_parts(path: Path, models=None) -> WorldParts:
+    """Load the built world at `path` (models: the names to load, default all; tasks, controls, data)."""
     from ..world import data as wd
     from ..world.backend import load_world_model
     from ..world.zoo import MODEL_NAMES
 
     data = _world_data(path)
-    models = {name: load_world_model(name, root=path) for name in MODEL_NAMES}
+    models = {name: load_world_model(name, root=path) for name in (models or MODEL_NAMES)}
     tasks = {}
     for name in wd.TASK_NAMES:
         d, prompts = data[name], tuple(wd.TASKS[name].prompts)
