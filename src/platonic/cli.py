@@ -603,8 +603,11 @@ def experiment(
     setup: str = typer.Option("world", "--setup", help="world (the embedded world), toy (synthetic, seconds), or a YAML file "
                               "naming models, tasks and sources (docs/experiments.md)."),
     model: list[str] = typer.Option([], "--model", help="NAME=SPEC: a model to run on (repeat; instead of --setup's)."),
-    task: list[str] = typer.Option([], "--task", help="NAME=FOLDER: a task's images, FOLDER/{train,test[,val]}/CLASS/*."),
-    control: list[str] = typer.Option([], "--control", help="NAME=FOLDER: a control set, FOLDER[/test]/CLASS/*."),
+    task: list[str] = typer.Option([], "--task", help="NAME (a registered task, e.g. eurosat) or NAME=SOURCE: an image "
+                                   "folder FOLDER/{train,test[,val]}/CLASS/*, hf:ORG/NAME[@REV], hf:DIR or "
+                                   "torchvision:NAME@ROOT (docs/data.md)."),
+    control: list[str] = typer.Option([], "--control", help="NAME (cifar100, imagenet) or NAME=SOURCE: a control set, "
+                                      "FOLDER[/test]/CLASS/* or as --task."),
     source: list[str] = typer.Option([], "--source", help="MODEL/TASK=FINETUNE: .safetensors state dict, LoRA dir or spec."),
     output: Path = typer.Option(Path("runs/experiment"), "-o", "--output", help="Run directory to write."),
     plots: bool = typer.Option(True, help="Draw the PNG plots."),
