@@ -3,6 +3,7 @@ import os
 # Tests never touch the network: transformers / huggingface_hub must fail fast instead of downloading.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import pytest
 import torch

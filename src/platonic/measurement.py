@@ -89,8 +89,12 @@ class ProbeStore:
         return load_file(str(path))["probes"]
 
 
+STATE_DICT_FILE = "model.safetensors"  # the state dict in a directory `platonic finetune` writes
+
+
 def load_finetuned(pre: DualEncoder, finetuned) -> DualEncoder:
-    """The fine-tuned model: a spec or DualEncoder, a (partial) safetensors state dict, or a peft LoRA dir."""
+    """The fine-tuned model: a spec or DualEncoder, a (partial) safetensors state dict, a peft LoRA dir,
+    or a directory holding model.safetensors (a full / attention fine-tune `platonic finetune` wrote)."""
     if isinstance(finetuned, DualEncoder):
         return finetuned
     path = Path(str(finetuned))
@@ -98,6 +102,8 @@ def load_finetuned(pre: DualEncoder, finetuned) -> DualEncoder:
         return _with_state_dict(pre, path)
     if path.is_dir() and (path / "adapter_config.json").exists():
         return _with_lora_adapter(pre, path)
+    if path.is_dir() and (path / STATE_DICT_FILE).is_file() and not (path / "config.json").is_file():
+        return _with_state_dict(pre, path / STATE_DICT_FILE)  # `platonic finetune --mode full|attention -o DIR`
     if isinstance(finetuned, str) and (has_backend_prefix(finetuned) or (path.is_dir() and (path / "config.json").is_file())):
         return load_model(finetuned, device=pre.device)
     require_finetune_exists(finetuned)

@@ -4,11 +4,15 @@
     models:                                   # name -> model spec (see platonic.models.load_model)
       b32: open_clip:ViT-B-32/openai
       siglip: hf:google/siglip-base-patch16-224
-    tasks:                                    # an image folder per task: DIR/{train,test[,val]}/CLASS/*.png
-      cars: {data: data/cars, template: "a photo of a {}, a type of car."}
-      dtd:  {data: data/dtd, template: "a photo of a {} texture.", classes: {banded: "banded"}}
-    controls:                                 # broad sets no probe or fine-tune uses: DIR[/test]/CLASS/*.png
-      objects: {data: data/objects}
+    tasks:                                    # name -> data source (platonic.data.sources):
+      eurosat: {data: hf:tanganke/eurosat}    #   a registered task (platonic.data.tasks): its names, template
+      dtd: {}                                 #   a registered task from its default source
+      pets: {data: data/pets, template: "a photo of a {}, a type of pet.", classes: {tabby: "tabby cat"}}
+      digits: {data: "torchvision:MNIST@data/mnist"}    # image folder DIR/{train,test[,val]}/CLASS/*.png,
+                                              #   hf:ORG/NAME[:CONFIG][@REV], hf:DIR, torchvision:NAME@ROOT
+    controls:                                 # broad sets no probe or fine-tune uses (10 per class, seed 42)
+      cifar100: {}
+      objects: {data: data/objects}           #   DIR[/test]/CLASS/*.png
     sources:                                  # model -> task -> fine-tune: a .safetensors state dict
       b32: {cars: ft/b32-cars.safetensors}    #   (full or partial), a peft LoRA directory, or a model spec
     finetune: {mode: lora, steps: 200, lr: 1e-3}   # optional: fine-tune the sources not listed above
@@ -16,12 +20,15 @@
     related_group: [cars, dtd]                # optional: the generalisation experiment's related tasks
     held_out: aircraft                        #   and its held-out related task
     probes_per_class: 30                      # probes: 30 per class from train, seed 42 (method.md §1.6)
+    control_per_class: 10                     # control images: 10 per class from test, seed 42 (null: all)
 
 Relative paths are read from the YAML file's folder: data folders, source files and the local paths in
 model specs (open_clip:ARCH@FILE, a transformers directory); every one of them is checked before any
-model loads. Class names come from the class folders
-(underscores read as spaces) unless `classes` maps folder names to names. Every (model, task) needs a
-source, listed under `sources` or made with `finetune` on the task's train split.
+model loads. Class names and template of a registered task (eurosat, dtd, gtsrb, mnist, svhn, resisc45,
+cars, sun397, cifar100, imagenet) are the registry's; other tasks' class names come from the source (class
+folders, ClassLabel names; underscores read as spaces) unless `classes` maps label names to names. Only
+the probes and the evaluated images are decoded (docs/data.md). Every (model, task) needs a source,
+listed under `sources` or made with `finetune` on the task's train split.
 """
 
 from __future__ import annotations
@@ -37,35 +44,42 @@ from ..errors import InvalidInputError
 from ..finetune import GRADIENT_ASCENT, FinetuneConfig, finetune
 from ..measurement import load_finetuned
 from ..models import has_backend_prefix, load_model, resolve_spec_paths, spec_files
-from ..models.images import canonical_images, image_files
 from ..progress import track
-from ..prompts import fill_template
 from ..task_vector import TaskVector
-from ..data.probes import PROBES_PER_CLASS, PROBE_SEED, probe_indices  # the paper's probe draw (method.md §1.6)
+from ..data.probes import (CONTROL_PER_CLASS, CONTROL_SEED, PROBES_PER_CLASS, PROBE_SEED, control_indices,
+                           first_per_class, probe_draw)  # the paper's draws (method.md §1.6)
+from ..data.resolve import open_task
+from ..data.sources import is_folder, missing_path, resolve_source_paths
 from .diagnostics import descriptor_cosines
 from .setup import EvalSet, ExperimentSetup, TaskSpec, measure_on_grids
 
 
 
 class DataSetConfig(BaseModel):
-    """One labelled image folder and how its classes are prompted."""
+    """One labelled data set (platonic.data.sources) and how its classes are prompted.
+
+    data: an image folder (a Path), "hf:..." or "torchvision:..."; None: the registry's default source.
+    template / classes: override the registry's (or the default "a photo of a {}." and the source's names).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    data: Path
-    template: str = "a photo of a {}."
-    classes: dict[str, str] | None = None  # class folder name -> class name in the prompts
+    data: Path | str | None = None
+    template: str | None = None
+    classes: dict[str, str] | None = None  # source label name (e.g. class folder) -> class name in the prompts
+    label_column: str | None = None  # hf: the column holding the labels (default: "label" or the only ClassLabel)
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _folder_is_a_path(cls, v):
+        return Path(v) if isinstance(v, str) and is_folder(v) else v
 
     @field_validator("template")
     @classmethod
-    def _one_slot(cls, v: str) -> str:
-        if v.count("{}") != 1:
+    def _one_slot(cls, v: str | None) -> str | None:
+        if v is not None and v.count("{}") != 1:
             raise InvalidInputError(f"template {v!r} must contain exactly one '{{}}' for the class name")
         return v
-
-    def prompt(self, name: str) -> str:
-        """The template with the class name in its `{}` (other braces are literal)."""
-        return fill_template(self.template, name)
 
 
 class ExperimentConfig(BaseModel):
@@ -84,7 +98,15 @@ class ExperimentConfig(BaseModel):
     held_out: str | None = None
     probes_per_class: int = Field(PROBES_PER_CLASS, ge=1)
     probe_seed: int = PROBE_SEED
+    control_per_class: int | None = Field(CONTROL_PER_CLASS, ge=1)
+    control_seed: int = CONTROL_SEED
     max_test_per_class: int | None = Field(None, ge=1)
+
+    @field_validator("tasks", "controls", mode="before")
+    @classmethod
+    def _registered_by_name(cls, v):
+        """`tasks: {eurosat: }` (null) is a registered task from its default source."""
+        return {k: ({} if d is None else d) for k, d in v.items()} if isinstance(v, dict) else v
 
     @field_validator("gradient_ascent")
     @classmethod
@@ -150,7 +172,13 @@ def config_from_options(models: list[str], tasks: list[str], controls: list[str]
         data["models"][name] = value
     for option, key in ((tasks, "tasks"), (controls, "controls")):
         for item in option:
-            name, value = _pair(item, f"--{key[:-1]} NAME=FOLDER")
+            if "=" not in item:  # a registered task from its default source
+                from ..data.tasks import known_task
+
+                known_task(item)
+                data.setdefault(key, {})[item] = {}
+                continue
+            name, value = _pair(item, f"--{key[:-1]} NAME[=SOURCE]")
             data.setdefault(key, {})[name] = {"data": value}
     for item in sources:
         name, value = _pair(item, "--source MODEL/TASK=FINETUNE")
@@ -186,7 +214,8 @@ def _resolve(config: ExperimentConfig, root: Path, task_arithmetic: bool = False
     data = config.model_dump()
     for key in ("tasks", "controls"):
         for d in data[key].values():
-            d["data"] = at(d["data"])
+            if d["data"] is not None:
+                d["data"] = at(d["data"]) if isinstance(d["data"], Path) else resolve_source_paths(d["data"], root)
     data["models"] = {name: resolve_spec_paths(spec, root) for name, spec in data["models"].items()}
     for per_task in data["sources"].values():
         for task, value in per_task.items():
@@ -197,11 +226,12 @@ def _resolve(config: ExperimentConfig, root: Path, task_arithmetic: bool = False
 def check_files(config: ExperimentConfig) -> None:
     """Every folder and file the setup names exists: checked before any model is loaded.
 
-    Data folders, the weights files of open_clip:ARCH@FILE models, and the listed sources that are
+    Data folders (and the local paths of hf: / torchvision: sources), the weights files of open_clip:ARCH@FILE models, and the listed sources that are
     files or folders (not model specs); all missing ones are named at once.
     """
-    missing = [f"data folder of {name!r} not found: {cfg.data}" for name, cfg in [*config.tasks.items(), *config.controls.items()]
-               if not cfg.data.is_dir()]
+    data = [(name, cfg.data) for name, cfg in [*config.tasks.items(), *config.controls.items()] if cfg.data is not None]
+    missing = [f"data folder of {name!r} not found: {d}" if isinstance(d, Path) else f"data of {name!r}: {missing_path(d)} ({d})"
+               for name, d in data if missing_path(d)]
     missing += [f"weights of model {name!r} not found: {path}" for name, spec in config.models.items()
                 if spec.startswith("open_clip:") for path in spec_files(spec) if not path.exists()]
     missing += [f"source {model}/{task} not found: {value}" for model, per_task in config.sources.items()
@@ -212,69 +242,60 @@ def check_files(config: ExperimentConfig) -> None:
 
 
 # -- data ------------------------------------------------------------------------------------------
+# Every data source is read through platonic.data: labels first, then only the rows used are decoded.
 
-def _class_folders(folder: Path) -> list[Path]:
-    classes = sorted(p for p in folder.iterdir() if p.is_dir())
-    if not classes:
-        raise InvalidInputError(f"{folder} has no class folders: expected {folder}/CLASS/*.png (one folder per class)")
-    return classes
+def _open(name: str, cfg: DataSetConfig):
+    return open_task(name, cfg.data, cfg.template, cfg.classes, cfg.label_column)
 
 
-def _read_split(folder: Path, class_names: list[str], size: int, per_class: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(images (n, 3, size, size) uint8, labels (n,)) of one split; classes in the order of `class_names`."""
-    found = {p.name: p for p in _class_folders(folder)}
-    unknown = sorted(set(found) - set(class_names))
-    if unknown:
-        raise InvalidInputError(f"{folder} has class folder(s) {', '.join(unknown)} that the test split lacks")
-    files, labels = [], []
-    for label, cls in enumerate(class_names):
-        if cls not in found:
-            continue
-        these = image_files(found[cls])[:per_class]
-        files += these
-        labels += [label] * len(these)
-    if not files:
-        raise InvalidInputError(f"{folder} holds no images of the classes {', '.join(class_names)}")
-    return canonical_images(files, size), torch.tensor(labels)
+def _eval_set(name: str, cfg: DataSetConfig, size: int, max_per_class: int | None) -> tuple[EvalSet, list[str], object]:
+    """(the test split as an EvalSet (its first `max_per_class` images of each class, or all), class names,
+    the TaskData)."""
+    task = _open(name, cfg)
+    test = task.split("test")
+    prompts = task.prompts(test)
+    rows = first_per_class(test.labels, len(prompts), max_per_class)
+    images = test.decode(rows, size, description=f"decoding {name} test images")
+    return EvalSet(name, images, test.labels[rows], prompts), task.class_names(test), task
 
 
-def _eval_set(name: str, cfg: DataSetConfig, size: int, max_per_class: int | None) -> tuple[EvalSet, list[str], Path]:
-    root = cfg.data
-    test_dir = root / "test" if (root / "test").is_dir() else root
-    folders = [p.name for p in _class_folders(test_dir)]
-    names = cfg.classes or {}
-    unknown = sorted(set(names) - set(folders))
-    if unknown:
-        raise InvalidInputError(f"classes of {name!r} name folder(s) {', '.join(unknown)} not found in {test_dir}")
-    prompts = tuple(cfg.prompt(names.get(f, f.replace("_", " "))) for f in folders)
-    images, labels = _read_split(test_dir, folders, size, max_per_class)
-    return EvalSet(name, images, labels, prompts), folders, root
+def _control_set(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig) -> EvalSet:
+    """A control: `control_per_class` images of each class of its test split, seeded (method.md §1.6)."""
+    task = _open(name, cfg)
+    split = task.control()
+    prompts = task.prompts(split)
+    rows = control_indices(split.labels, len(prompts), config.control_per_class, config.control_seed)
+    images = split.decode(rows, size, description=f"decoding control {name}")
+    return EvalSet(name, images, split.labels[rows], prompts)
 
 
-def _task(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig) -> tuple[TaskSpec, tuple[torch.Tensor, torch.Tensor]]:
-    """The task's spec (probes from train, test, val if present) and its labelled train split."""
-    test, folders, root = _eval_set(name, cfg, size, config.max_test_per_class)
-    if not (root / "train").is_dir():
-        raise InvalidInputError(f"task {name!r} needs a train split for its probes: {root}/train/CLASS/*.png")
-    train = _read_split(root / "train", folders, size)
-    counts = torch.bincount(train[1], minlength=len(folders))
+def _task(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig) -> tuple[TaskSpec, tuple]:
+    """The task's spec (probes from train, test, val if present) and its labelled train split, as
+    (LazyImages (n, 3, size, size) that decode on indexing, labels (n,))."""
+    test, folders, task = _eval_set(name, cfg, size, config.max_test_per_class)
+    train = task.split("train")
+    if train is None:
+        raise InvalidInputError(f"task {name!r} needs a train split for its probes: {task.source.text}/train")
+    counts = torch.bincount(train.labels, minlength=len(folders))
     empty = [folders[i] for i in range(len(folders)) if counts[i] == 0]
     if empty:
-        raise InvalidInputError(f"task {name!r}: class(es) {', '.join(empty)} have no train images under {root}/train, "
-                                "so they would get no probes and their prompt columns would measure nothing; add "
-                                "images or remove the class from the test split")
-    index = probe_indices(len(train[1]), len(folders), config.probes_per_class, config.probe_seed)
-    drawn = torch.bincount(train[1][index], minlength=len(folders))
+        raise InvalidInputError(f"task {name!r}: class(es) {', '.join(empty)} have no train images in "
+                                f"{task.source.text}, so they would get no probes and their prompt columns would "
+                                "measure nothing; add images or remove the class from the test split")
+    index = probe_draw(len(train), len(folders), config.probes_per_class, config.probe_seed)
+    drawn = torch.bincount(train.labels[index], minlength=len(folders))
     unprobed = [folders[i] for i in range(len(folders)) if drawn[i] == 0]
     if unprobed:
-        warnings.warn(f"task {name!r}: the probe draw ({len(index)} of {len(train[1])} train images, seed "
+        warnings.warn(f"task {name!r}: the probe draw ({len(index)} of {len(train)} train images, seed "
                       f"{config.probe_seed}) holds no image of class(es) {', '.join(unprobed)}, so the descriptor has no "
                       "probe of them; raise probes_per_class or add train images", stacklevel=2)
-    probes = train[0][index]
+    probes = train.decode(index, size, description=f"decoding {name} probes")
     val = None
-    if (root / "val").is_dir():
-        val = EvalSet(f"{name}/val", *_read_split(root / "val", folders, size, config.max_test_per_class), test.prompts)
-    return TaskSpec(name, test.prompts, probes, test, val), train
+    split = task.split("val")
+    if split is not None:
+        rows = first_per_class(split.labels, len(folders), config.max_test_per_class)
+        val = EvalSet(f"{name}/val", split.decode(rows, size), split.labels[rows], test.prompts)
+    return TaskSpec(name, test.prompts, probes, test, val), (train.lazy(size), train.labels)
 
 
 # -- setup -----------------------------------------------------------------------------------------
@@ -289,7 +310,7 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
     tasks, train = {}, {}
     for name, cfg in track(list(config.tasks.items()), description="reading task data", enabled=progress):
         tasks[name], train[name] = _task(name, cfg, size, config)
-    controls = {name: _eval_set(name, cfg, size, config.max_test_per_class)[0] for name, cfg in config.controls.items()}
+    controls = {name: _control_set(name, cfg, size, config) for name, cfg in config.controls.items()}
 
     made: dict[tuple[str, str], TaskVector] = {}  # sources made with `finetune`, kept as weight deltas
 

@@ -109,7 +109,7 @@ def world_ta_setup(path: Path | None = None, models=None) -> TaskArithmeticSetup
 def config_ta_setup(config, device="cpu") -> TaskArithmeticSetup:
     """A YAML setup (`experiments.config.ExperimentConfig`): its models, tasks (train and val needed), controls."""
     from ..models import load_model
-    from .config import _eval_set, _task, check_files
+    from .config import _control_set, _task, check_files
 
     check_files(config)
     models = {name: load_model(spec, device=device) for name, spec in config.models.items()}
@@ -120,7 +120,7 @@ def config_ta_setup(config, device="cpu") -> TaskArithmeticSetup:
         if spec.val is None:
             raise InvalidInputError(f"task {name!r} has no val split; task arithmetic chooses alpha and lambda on "
                                     "validation only: add FOLDER/val/CLASS/* images")
+        images = images.materialise()  # task arithmetic fine-tunes (and caches) on the whole train split
         tasks[name] = LabelledTask(name, spec.prompts, EvalSet(f"{name}/train", images, labels, spec.prompts), spec.val, spec.test)
-    controls = {name: split_control(name, _eval_set(name, cfg, size, config.max_test_per_class)[0])
-                for name, cfg in config.controls.items()}
+    controls = {name: split_control(name, _control_set(name, cfg, size, config)) for name, cfg in config.controls.items()}
     return TaskArithmeticSetup(config.name, models, tasks, controls)

@@ -5,7 +5,7 @@ The embedded world uses its own, smaller canonical size (`DualEncoder.canonical_
 `canonical_images` turns files, a folder, PIL images or tensors into the (N, 3, 224, 224) uint8
 tensor every model is fed from and whose digest identifies the probes (16-bit greyscale is scaled to
 8 bits, not clipped). `to_model_input` resizes it
-bilinearly to a model's input size and normalises it with that model's mean and std.
+bilinearly (plain, no antialiasing, as the reference code) to a model's input size and normalises it with that model's mean and std.
 """
 
 from __future__ import annotations
@@ -126,14 +126,15 @@ def to_model_input(probes: torch.Tensor, size: int | Sequence[int], mean: Iterab
                    device=None, dtype=torch.float32) -> torch.Tensor:
     """Canonical uint8 probes (B, 3, 224, 224) -> normalised float input (B, 3, H, W) of a model.
 
-    x = (resize_bilinear(probes / 255, (H, W)) - mean) / std.
+    x = (resize_bilinear(probes / 255, (H, W)) - mean) / std, plain bilinear (align_corners=False) without
+    antialiasing, as the reference code resizes its stored probes for each model (method.md §1.6).
     """
     if probes.dtype != torch.uint8 or probes.ndim != 4:
         raise InvalidInputError(f"expected canonical uint8 probes (B, 3, H, W); got {probes.dtype} {tuple(probes.shape)}")
     size = (size, size) if isinstance(size, int) else tuple(size)
     x = probes.to(device=device).float() / 255.0
     if tuple(x.shape[2:]) != size:
-        x = F.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
+        x = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
     mean_t = torch.tensor(list(mean), device=x.device).view(1, -1, 1, 1)
     std_t = torch.tensor(list(std), device=x.device).view(1, -1, 1, 1)
     return ((x - mean_t) / std_t).to(dtype)
