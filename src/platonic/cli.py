@@ -230,7 +230,9 @@ def _read_descriptors(files: list[Path]) -> list:
 @app.command()
 def measure(
     model: str = typer.Option(..., "--model", help="The pre-trained model spec, e.g. open_clip:ViT-B-32/laion2b_s34b_b79k."),
-    finetuned: str = typer.Option(..., "--finetuned", help="Fine-tune: model spec, .safetensors state dict, or LoRA adapter dir."),
+    finetuned: str = typer.Option(..., "--finetuned", help="Fine-tune: a state dict (.safetensors; open_clip's .bin / "
+                                  ".pt / .pth), a peft LoRA adapter dir, a transformers vision-only save_pretrained dir "
+                                  "(CLIPVisionModel, SiglipVisionModel), hf:ORG/NAME[@REV], or a model spec."),
     task: str = typer.Option(..., "--task", help="Task name stored in the descriptor."),
     probes: Path = typer.Option(..., "--probes", help="Folder of probe images, or .safetensors with a 'probes' tensor."),
     prompts: Path = typer.Option(None, "--prompts", help="UTF-8 text file, one class prompt per line."),
@@ -239,11 +241,17 @@ def measure(
     output: Path = typer.Option(..., "-o", "--output", help="Descriptor file to write."),
     device: str = _device_option(),
     batch_size: int = typer.Option(64, "--batch-size", min=1),
+    require_pinned: bool = typer.Option(False, "--require-pinned", help="Refuse a hub fine-tune that names no commit "
+                                        "(write hf:ORG/NAME@COMMIT)."),
     overwrite: bool = _overwrite_option(),
 ) -> None:
-    """Measure the universal task descriptor of a fine-tune (N probes x M prompts)."""
+    """Measure the universal task descriptor of a fine-tune (N probes x M prompts).
+
+    The descriptor's provenance records the fine-tune as loaded: its revision and how many tensors.
+    """
     from ._checks import as_device
     from .measurement import measure as measure_descriptor
+    from .finetuned import require_pinned as refuse_unpinned
     from .measurement import require_finetune_exists
     from .models import check_spec
     from .preflight import check_cache_writable, check_output, refuse_output_among_inputs
@@ -254,13 +262,16 @@ def measure(
         check_spec(model)
         texts = read_prompts(prompts, classes, template)
         require_finetune_exists(finetuned)
+        if require_pinned:
+            refuse_unpinned(finetuned, "--finetuned")
         refuse_output_among_inputs({"-o": output}, _input_paths(model, finetuned, probes, prompts))
         check_output(output, lambda p: artifact_kind(p) == "descriptor", overwrite, "platonic descriptor file")
         check_cache_writable()
         canon = load_probes(probes)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ZeroDescriptorWarning)  # refused below, as an error
-            desc = measure_descriptor(model, finetuned, canon, texts, task, batch_size=batch_size, device=device)
+            desc = measure_descriptor(model, finetuned, canon, texts, task, batch_size=batch_size, device=device,
+                                      require_pinned=require_pinned)
         if desc.norm() == 0:
             raise InvalidInputError(f"the fine-tune {finetuned} changed nothing on these probes: the descriptor is all "
                                     f"zeros, so an operator solved from it would be no edit; nothing was written. Check "
@@ -269,6 +280,44 @@ def measure(
     except PlatonicError as exc:
         _fail(exc)
     console.print(f"wrote {output}: {desc!r}")
+
+
+@app.command()
+def convert(
+    checkpoint: Path = typer.Argument(..., help="A pickled checkpoint (.pt / .bin / .pth: a whole pickled module or a "
+                                      "pickled dict) that platonic refuses to load."),
+    output: Path = typer.Option(..., "-o", "--output", help="The safetensors file to write (*.safetensors)."),
+    trust_pickle: bool = typer.Option(False, "--trust-pickle", help="Unpickle the file, which RUNS CODE the file names: "
+                                      "only for a file you trust. Required."),
+    overwrite: bool = _overwrite_option(),
+) -> None:
+    """Convert a pickled checkpoint into a safetensors state dict that every platonic command reads.
+
+    Unpickling runs whatever code the file names, so nothing happens without --trust-pickle; with it,
+    a warning is printed first. The classes a pickled module names must be importable (e.g. the
+    open_clip version that saved it). The output is written atomically.
+    """
+    from .checkpoints import convert_pickled, is_converted_file
+    from .errors import PickledCheckpointError
+    from .preflight import check_output, refuse_output_among_inputs
+
+    try:
+        if not trust_pickle:
+            raise PickledCheckpointError(f"converting {checkpoint} unpickles it, which runs code the file names; "
+                                         f"add --trust-pickle if you trust it: platonic convert --trust-pickle "
+                                         f"{checkpoint} -o {output}")
+        if not checkpoint.is_file():
+            raise InvalidInputError(f"{checkpoint} does not exist (no such file)")
+        refuse_output_among_inputs({"-o": output}, [checkpoint])
+        check_output(output, is_converted_file, overwrite, "checkpoint platonic converted")
+        from .cli_errors import one_line
+
+        typer.echo(one_line(f"warning: unpickling {checkpoint} runs the code it names, with your permissions; "
+                            "continue only if you trust where it came from"), err=True)
+        record = convert_pickled(checkpoint, output, trust_pickle=True, overwrite=overwrite)
+    except PlatonicError as exc:
+        _fail(exc)
+    console.print(f"wrote {output}: {record['tensors']} tensors from {checkpoint} (sha256 {record['source_sha256'][:16]}…)")
 
 
 @app.command()

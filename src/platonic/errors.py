@@ -37,3 +37,14 @@ class EditSiteError(PlatonicError, ValueError):
 
 class ZeroDescriptorWarning(UserWarning):
     """A fine-tune changed nothing on the probes: its descriptor is all zeros (an operator from it is no edit)."""
+
+
+class PickledCheckpointError(ArtifactError):
+    """A checkpoint needs unpickling (it holds Python objects beyond tensors); platonic loads no code.
+
+    The message names the one explicit conversion: `platonic convert --trust-pickle FILE -o FILE.safetensors`.
+    """
+
+
+class UnpinnedRevisionError(PlatonicError, ValueError):
+    """A hub source names no pinned commit while pinning is required (`--require-pinned`)."""

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import warnings
@@ -22,9 +21,10 @@ import torch
 from safetensors.torch import load_file
 
 from .descriptor import Descriptor, ProbeGrid, Provenance
-from .errors import ArtifactError, InvalidInputError, ZeroDescriptorWarning
+from .errors import InvalidInputError, ZeroDescriptorWarning
+from .finetuned import STATE_DICT_FILE, load_finetuned, require_exists  # noqa: F401 - STATE_DICT_FILE re-exported
 from .hashing import tensor_digest
-from .models import DualEncoder, ProbeEmbeddings, has_backend_prefix, load_model
+from .models import DualEncoder, ProbeEmbeddings, load_model
 from .paths import cache_dir
 from .storage import write_tensors
 
@@ -89,114 +89,23 @@ class ProbeStore:
         return load_file(str(path))["probes"]
 
 
-STATE_DICT_FILE = "model.safetensors"  # the state dict in a directory `platonic finetune` writes
-
-
-def load_finetuned(pre: DualEncoder, finetuned) -> DualEncoder:
-    """The fine-tuned model: a spec or DualEncoder, a (partial) safetensors state dict, a peft LoRA dir,
-    or a directory holding model.safetensors (a full / attention fine-tune `platonic finetune` wrote)."""
-    if isinstance(finetuned, DualEncoder):
-        return finetuned
-    path = Path(str(finetuned))
-    if path.is_file() and path.suffix == ".safetensors":
-        return _with_state_dict(pre, path)
-    if path.is_dir() and (path / "adapter_config.json").exists():
-        return _with_lora_adapter(pre, path)
-    if path.is_dir() and (path / STATE_DICT_FILE).is_file() and not (path / "config.json").is_file():
-        return _with_state_dict(pre, path / STATE_DICT_FILE)  # `platonic finetune --mode full|attention -o DIR`
-    if isinstance(finetuned, str) and (has_backend_prefix(finetuned) or (path.is_dir() and (path / "config.json").is_file())):
-        return load_model(finetuned, device=pre.device)
-    require_finetune_exists(finetuned)
-    raise InvalidInputError(
-        f"cannot read the fine-tune {finetuned!r}: give a model spec, a .safetensors state dict (full or "
-        "partial), or a peft LoRA adapter directory (with adapter_config.json)"
-    )
-
-
-def require_finetune_exists(finetuned) -> None:
-    """Raise when `finetuned` names a file or folder that does not exist (model specs and models pass)."""
-    if isinstance(finetuned, DualEncoder) or has_backend_prefix(finetuned) or Path(str(finetuned)).exists():
-        return
-    raise InvalidInputError(
-        f"the fine-tune {str(finetuned)!r} does not exist (no such file or directory); give a .safetensors state "
-        "dict (full or partial), a peft LoRA adapter directory (with adapter_config.json), or a model spec"
-    )
-
-
-def _with_state_dict(pre: DualEncoder, path: Path) -> DualEncoder:
-    try:
-        state = load_file(str(path))
-    except Exception as exc:  # noqa: BLE001 - safetensors raises several types for damaged files
-        raise ArtifactError(f"{path} is not a readable safetensors state dict ({type(exc).__name__}: {exc}); "
-                            "it may be truncated — save the fine-tune again") from None
-    if not state:
-        raise InvalidInputError(f"{path} holds no tensors: a fine-tune state dict needs the weights it changed")
-    ft = pre.copy_for_new_weights()
-    own = ft.module.state_dict()
-    unknown = [k for k in state if k not in own]
-    if unknown:
-        raise InvalidInputError(
-            f"{path}: {len(unknown)} tensors do not exist in {pre.spec} (e.g. {unknown[:3]}); "
-            "is it a fine-tune of another architecture?"
-        )
-    bad = [k for k in state if tuple(state[k].shape) != tuple(own[k].shape)]
-    if bad:
-        raise InvalidInputError(f"{path}: tensor {bad[0]} has shape {tuple(state[bad[0]].shape)}, "
-                                f"the model's is {tuple(own[bad[0]].shape)}")
-    ft.module.load_state_dict(state, strict=False)
-    return ft
-
-
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-
-
-def _with_lora_adapter(pre: DualEncoder, path: Path) -> DualEncoder:
-    """Merge a peft LoRA adapter trained on the model's tower (or on the whole model) into a copy.
-
-    Reads adapter_config.json and adapter_model.safetensors only (never a pickled adapter_model.bin).
-    """
-    from peft import PeftConfig, get_peft_model, set_peft_model_state_dict
-    from safetensors import safe_open
-
-    try:
-        config = PeftConfig.from_pretrained(str(path))
-    except Exception as exc:  # noqa: BLE001 - peft raises JSON, type and value errors for a bad config
-        raise ArtifactError(f"{path}/adapter_config.json is not a valid peft adapter config ({type(exc).__name__}: "
-                            f"{exc}); save the adapter again with peft's save_pretrained") from None
-    if not (path / ADAPTER_WEIGHTS).is_file():
-        raise ArtifactError(f"{path} has no {ADAPTER_WEIGHTS}; platonic reads adapter weights from safetensors only "
-                            "(save with save_pretrained(..., safe_serialization=True))")
-    try:
-        with safe_open(str(path / ADAPTER_WEIGHTS), framework="pt") as f:
-            weights = {k: f.get_tensor(k) for k in f.keys()}
-    except Exception as exc:  # noqa: BLE001
-        raise ArtifactError(f"{path / ADAPTER_WEIGHTS} cannot be read ({type(exc).__name__}: {exc}); it may be truncated") from None
-    for attach in ("tower", "module"):
-        ft = pre.copy_for_new_weights()
-        root = getattr(ft, attach)
-        try:
-            peft_model = get_peft_model(root, copy.deepcopy(config))
-        except (ValueError, TypeError, KeyError):
-            continue  # target modules not found under this root
-        try:
-            result = set_peft_model_state_dict(peft_model, weights)
-        except RuntimeError:
-            continue  # shapes of another architecture
-        if not result.unexpected_keys:
-            peft_model.merge_and_unload()  # merges into `root` in place
-            return ft
-    raise InvalidInputError(f"{path}: the LoRA adapter's weights match neither the tower nor the whole of {pre.spec}")
+# the fine-tune sources (files, adapters, vision-only checkpoints, hub names) live in platonic.finetuned
+require_finetune_exists = require_exists
 
 
 def measure(pre, finetuned, probes, prompts: Sequence[str], task: str, *, cache: EmbeddingCache | None = None,
-            store: ProbeStore | None = None, batch_size: int = 64, progress: bool = True, device="cpu") -> Descriptor:
+            store: ProbeStore | None = None, batch_size: int = 64, progress: bool = True, device="cpu",
+            require_pinned: bool = False) -> Descriptor:
     """The UTD (N, M) of `finetuned` against `pre` on `probes` x `prompts`, as a Descriptor.
 
-    pre: model spec or DualEncoder; finetuned: spec, DualEncoder, .safetensors state dict or LoRA dir;
+    pre: model spec or DualEncoder; finetuned: any source `platonic.finetuned.load_finetuned` reads (a spec,
+    DualEncoder, state dict file, LoRA dir, vision-only transformers checkpoint, hf:ORG/NAME[@REV]);
     probes: canonical tensor, image folder or files (audio: float (N, samples)); prompts: M class prompts.
+    require_pinned: refuse a hub source that names no commit. `provenance.finetune` records the source as
+    loaded (`source_description`: revision, how many tensors).
     """
     pre_model = load_model(pre, device=device)
-    ft_model = load_finetuned(pre_model, finetuned)
+    ft_model = load_finetuned(pre_model, finetuned, require_pinned_revision=require_pinned)
     canon = canonical_probes(pre_model, probes)
     cache = cache or EmbeddingCache()
     (store or ProbeStore()).put(canon)
@@ -204,7 +113,8 @@ def measure(pre, finetuned, probes, prompts: Sequence[str], task: str, *, cache:
     z_pre = cache.probes(pre_model, canon, batch_size, progress).z
     z_ft = cache.probes(ft_model, canon, batch_size, progress).z
     g = cache.texts(pre_model, grid.prompts)
-    source = Provenance(source=pre_model.spec, finetune=str(finetuned if not isinstance(finetuned, DualEncoder) else finetuned.spec))
+    what = getattr(ft_model, "source_description", None) or (finetuned.spec if isinstance(finetuned, DualEncoder) else str(finetuned))
+    source = Provenance(source=pre_model.spec, finetune=what)
     descriptor = Descriptor.from_embeddings(z_pre, z_ft, g, grid, source)
     if descriptor.norm() == 0:
         warnings.warn(f"the fine-tune {source.finetune} changed nothing on these probes: the descriptor of {task!r} is "

@@ -13,8 +13,10 @@
     controls:                                 # broad sets no probe or fine-tune uses (10 per class, seed 42)
       cifar100: {}
       objects: {data: data/objects}           #   DIR[/test]/CLASS/*.png
-    sources:                                  # model -> task -> fine-tune: a .safetensors state dict
-      b32: {cars: ft/b32-cars.safetensors}    #   (full or partial), a peft LoRA directory, or a model spec
+    sources:                                  # model -> task -> fine-tune (platonic.finetuned): a state dict
+      b32: {cars: ft/b32-cars.safetensors}    #   (.safetensors, open_clip .bin / .pt), a peft LoRA directory,
+      siglip: {cars: "hf:org/siglip-cars@0123abcd…"}   # a vision-only transformers checkpoint, hf:ORG/NAME[@REV]
+    require_pinned: false                     # optional: refuse hub sources that name no commit
     finetune: {mode: lora, steps: 200, lr: 1e-3}   # optional: fine-tune the sources not listed above
     gradient_ascent: {steps: 20, lr: 1e-5}  # optional: the negation baseline's budget (loss negated)
     related_group: [cars, dtd]                # optional: the generalisation experiment's related tasks
@@ -42,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ..errors import InvalidInputError
 from ..finetune import GRADIENT_ASCENT, FinetuneConfig, finetune
+from ..finetuned import require_pinned
 from ..measurement import load_finetuned
 from ..models import has_backend_prefix, load_model, resolve_spec_paths, spec_files
 from ..progress import track
@@ -101,6 +104,7 @@ class ExperimentConfig(BaseModel):
     control_per_class: int | None = Field(CONTROL_PER_CLASS, ge=1)
     control_seed: int = CONTROL_SEED
     max_test_per_class: int | None = Field(None, ge=1)
+    require_pinned: bool = False  # every hub source names a commit (hf:ORG/NAME@COMMIT)
 
     @field_validator("tasks", "controls", mode="before")
     @classmethod
@@ -224,7 +228,8 @@ def _resolve(config: ExperimentConfig, root: Path, task_arithmetic: bool = False
 
 
 def check_files(config: ExperimentConfig) -> None:
-    """Every folder and file the setup names exists: checked before any model is loaded.
+    """Every folder and file the setup names exists, and with `require_pinned` every hub source names a
+    commit: checked before any model is loaded.
 
     Data folders (and the local paths of hf: / torchvision: sources), the weights files of open_clip:ARCH@FILE models, and the listed sources that are
     files or folders (not model specs); all missing ones are named at once.
@@ -239,6 +244,10 @@ def check_files(config: ExperimentConfig) -> None:
     if missing:
         raise InvalidInputError(f"{len(missing)} path(s) of the setup do not exist: {'; '.join(missing)} "
                                 "(relative paths are read from the YAML file's folder)")
+    if config.require_pinned:
+        for model, per_task in config.sources.items():
+            for task, value in per_task.items():
+                require_pinned(value, f"source {model}/{task}", "require_pinned: true")
 
 
 # -- data ------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ Specs:
     open_clip:ARCH@seed=N       the same with seed N (another random draw)
     open_clip:ARCH@PATH         open_clip architecture with weights from a local file (a file literally
                                 named seed=N is written with its directory: ARCH@./seed=N)
-    hf:ORG/NAME                 transformers CLIPModel / SiglipModel / Siglip2Model / ClapModel
+    hf:ORG/NAME[@REV]           transformers CLIPModel / SiglipModel / Siglip2Model / ClapModel (at revision REV)
     PATH (a directory)          a transformers save_pretrained directory of one of those
     world:NAME                  a model of platonic's embedded world (a backend registered by the
                                 `platonic.world` package through the "platonic.backends" entry point)

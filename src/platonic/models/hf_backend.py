@@ -1,7 +1,7 @@
 """transformers backend: CLIPModel (CLIP, MetaCLIP, OpenCLIP exports), SiglipModel, Siglip2Model, ClapModel.
 
-Specs: `hf:ORG/NAME` (weights through transformers' own hub cache) or a local `save_pretrained`
-directory. Embeddings are taken *before* any normalisation (CLAP's get_audio_features normalises, so
+Specs: `hf:ORG/NAME[@REV]` (weights through transformers' own hub cache, at revision REV: a commit,
+tag or branch) or a local `save_pretrained` directory. Embeddings are taken *before* any normalisation (CLAP's get_audio_features normalises, so
 the towers are called directly), following one `HFLayout` per model class: which submodules encode,
 which project, how probes become inputs. Exported models are `save_pretrained` directories.
 """
@@ -174,7 +174,8 @@ class HFEncoder(DualEncoder):
             if self._tokenizer is None:
                 from transformers import AutoTokenizer
 
-                self._tokenizer = AutoTokenizer.from_pretrained(self.spec.removeprefix("hf:"))
+                name, revision = hub_revision(self.spec.removeprefix("hf:"))
+                self._tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
         return self._tokenizer
 
     @torch.inference_mode()
@@ -336,18 +337,33 @@ def load_hf(rest: str, device="cpu", dtype=None, tokenizer=None, processor=None,
     from transformers import AutoConfig, AutoModel, AutoProcessor
 
     spec = rest if Path(rest).is_dir() else f"hf:{rest}"
+    name, revision = hub_revision(rest)
     try:
-        config = AutoConfig.from_pretrained(rest)
+        config = AutoConfig.from_pretrained(name, revision=revision)
     except (OSError, ValueError) as exc:
         raise InvalidInputError(f"cannot load {spec}: {exc}") from None
+    options = {"config": config, "revision": revision, **({"dtype": dtype} if dtype else {})}
     with library_progress():
-        model = AutoModel.from_pretrained(rest, config=config, dtype=dtype) if dtype else AutoModel.from_pretrained(rest, config=config)
+        model = AutoModel.from_pretrained(name, **options)
     if processor is None:
         try:
-            processor = AutoProcessor.from_pretrained(rest)
+            processor = AutoProcessor.from_pretrained(name, revision=revision)
         except (OSError, ValueError):
             processor = None  # mean/std fall back to the family's defaults
-    return HFEncoder(model.to(device), spec, tokenizer=tokenizer, processor=processor, edit_site=edit_site)
+    encoder = HFEncoder(model.to(device), spec, tokenizer=tokenizer, processor=processor, edit_site=edit_site)
+    encoder.revision = revision
+    return encoder
+
+
+def hub_revision(rest: str) -> tuple[str, str | None]:
+    """`ORG/NAME@REV` -> ("ORG/NAME", "REV") for transformers' `revision=`; a local directory or a name
+    without '@' -> (rest, None)."""
+    if Path(rest).is_dir() or "@" not in rest:
+        return rest, None
+    name, _, revision = rest.partition("@")
+    if not revision:
+        raise InvalidInputError(f"hf:{rest}: give a revision after '@' (a commit, tag or branch), or drop the '@'")
+    return name, revision
 
 
 def from_config(config, spec: str = "hf:random", tokenizer: Callable | None = None, seed: int = 0, **kwargs) -> HFEncoder:
