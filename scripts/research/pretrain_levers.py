@@ -6,11 +6,12 @@ recipe hash are untouched. Used for the tables of docs/world.md ("Spreading the 
 Usage: python scripts/research/pretrain_levers.py "run('mixer', tag='x', porth=3.0, orth=10.0)"
 Needs the built full world of this checkout (make demo, or platonic world build).
 """
-import sys, json, time, dataclasses, torch, torch.nn.functional as F
+import os, sys, json, time, dataclasses, torch, torch.nn.functional as F
 from pathlib import Path
 torch.set_num_threads(1)
 from platonic.world import build as B, zoo as Z, train as TR, data as D
-W = B.world_dir('full')  # the built full world of this checkout's recipe (build it first)
+# the built full world of this checkout's recipe (build it first), or PLATONIC_RESEARCH_WORLD=DIR
+W = Path(os.environ['PLATONIC_RESEARCH_WORLD']) if os.environ.get('PLATONIC_RESEARCH_WORLD') else B.world_dir('full')
 data, vocab, emb = B._load_world_inputs(W)
 def pr(X):
     X=X.double(); X=X-X.mean(0); e=torch.linalg.eigvalsh(X.T@X/len(X)).clamp_min(0); return float(e.sum()**2/(e**2).sum())
@@ -25,10 +26,10 @@ def sample(self, batch):
     st = g.get_state()
     which = torch.multinomial(self.weights, batch, replacement=True, generator=g)
     g.set_state(st)
-    imgs, caps = ORIG_SAMPLE(self, batch)
-    STATE['sets'] = torch.sort(which).values   # imgs are concatenated per set, in set order
+    imgs, caps, set_ids = ORIG_SAMPLE(self, batch)
+    STATE['sets'] = set_ids
     STATE['name_ids'] = self.name_ids
-    return imgs, caps
+    return imgs, caps, set_ids
 TR.CaptionSampler.sample = sample
 def orth_penalty(z, sets):
     z = F.normalize(z, dim=-1)
@@ -74,7 +75,10 @@ def patch(unif=0.0, cov=0.0, tunif=0.0, orth=0.0, torth=0.0, porth=0.0, pcentre=
             l = l + cov * len(C) * (C**2).sum()   # = d * sum lambda^2 / (sum lambda)^2 = d / PR
         return l
     TR.contrastive_loss = loss
-def run(name, spec_over={}, cfg_over={}, tag='', **kw):
+def run(name, spec_over={}, cfg_over={}, tag='', orth=0.0, porth=0.0, **kw):
+    # the two orthogonality terms are now the recipe's own (ModelSpec); the rest stay patched here
+    if orth or porth:
+        spec_over = {**spec_over, "image_orthogonality": orth, "prompt_orthogonality": porth}
     patch(**kw)
     spec=dataclasses.replace(Z.SPECS[name], **spec_over)
     cfg=dataclasses.replace(B.PROFILES['full'].pretrain, **cfg_over)

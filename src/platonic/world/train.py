@@ -6,6 +6,11 @@ or the domain, or nothing ("a picture."). Images sharing one caption string in a
 positives for it (soft targets for CLIP, +1 labels for SigLIP), so duplicate generic captions are not
 false negatives.
 
+Two optional terms (`ModelSpec.image_orthogonality`, `prompt_orthogonality`) push the pre-training
+sets into different directions of the embedding space, so that a task's closed-form operator, which
+maps into the span of that task's prompts, leaves the other tasks alone (docs/world.md, "Putting the
+tasks in different directions").
+
 The world's fine-tuned sources are not trained here: they are `platonic.finetune` runs with the
 profile's `FinetuneConfig`s (see `platonic.world.build`).
 """
@@ -72,12 +77,13 @@ class CaptionSampler:
         self.name_rate, self.hint_rate = spec.name_rate, spec.hint_rate
         self.gen = torch.Generator().manual_seed(seed)
 
-    def sample(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, batch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(images (B, 3, S, S) uint8, caption ids (B,), pre-training set index of each row (B,))."""
         g = self.gen
         which = torch.multinomial(self.weights, batch, replacement=True, generator=g)
         kinds = torch.rand(batch, generator=g)
         pick = torch.randint(0, 4, (batch,), generator=g)
-        imgs, caps = [], []
+        imgs, caps, set_ids = [], [], []
         for k in range(len(self.sets)):
             rows = (which == k).nonzero().flatten()
             if rows.numel() == 0:
@@ -92,7 +98,8 @@ class CaptionSampler:
             cap = torch.where(kr < self.name_rate, name, torch.where(kr < self.name_rate + self.hint_rate, hint, gen))
             imgs.append(s.images[idx])
             caps.append(cap)
-        return torch.cat(imgs), torch.cat(caps)
+            set_ids.append(torch.full((rows.numel(),), k))
+        return torch.cat(imgs), torch.cat(caps), torch.cat(set_ids)
 
 
 def contrastive_loss(zi: torch.Tensor, zt: torch.Tensor, caps: torch.Tensor, logit: nn.Module, loss: str) -> torch.Tensor:
@@ -112,9 +119,48 @@ def contrastive_loss(zi: torch.Tensor, zt: torch.Tensor, caps: torch.Tensor, log
     return (pos + neg).mean()
 
 
+def _mean_pairwise_cosine(mats: list[torch.Tensor]) -> torch.Tensor:
+    """(2 / (K (K - 1))) sum_{i<j} <M_i, M_j>_F / (||M_i||_F ||M_j||_F) over K >= 2 matrices (0 if K < 2)."""
+    unit = [m / m.norm().clamp_min(1e-12) for m in mats]
+    pairs = [(unit[i] * unit[j]).sum() for i in range(len(unit)) for j in range(i + 1, len(unit))]
+    return torch.stack(pairs).mean() if pairs else mats[0].new_zeros(())
+
+
+def set_overlap(z: torch.Tensor, set_ids: torch.Tensor) -> torch.Tensor:
+    """How much the pre-training sets of a batch share directions.
+
+    z (B, d) image embeddings (unnormalised), set_ids (B,). With unit rows Z_k of set k,
+    M_k = Z_k^T Z_k / n_k (d, d) is the set's second moment; the overlap is the mean pairwise cosine
+    of the M_k (`_mean_pairwise_cosine`): 0 when the sets occupy orthogonal subspaces, 1 when alike.
+    """
+    z = F.normalize(z, dim=-1)
+    mats = [z[set_ids == k].T @ z[set_ids == k] / int((set_ids == k).sum()) for k in set_ids.unique()]
+    return _mean_pairwise_cosine(mats)
+
+
+def prompt_overlap(text: nn.Module, caption_emb: torch.Tensor, name_ids: list[torch.Tensor]) -> torch.Tensor:
+    """How much the class-name captions of different pre-training sets share directions.
+
+    caption_emb (V, 384); name_ids[k] (C_k, P) ids of set k's class-naming captions. With E_k the unit
+    text embeddings of those captions minus their mean (C_k P, d), C_k = E_k^T E_k; the overlap is the
+    mean pairwise cosine of the C_k. Centring matters: a shift shared by all of a task's prompts changes
+    none of its predictions, so only the class-separating directions need to differ between tasks.
+    """
+    grams = []
+    for ids in name_ids:
+        e = F.normalize(text(caption_emb[ids.flatten()]), dim=-1)
+        e = e - e.mean(0)
+        grams.append(e.T @ e)
+    return _mean_pairwise_cosine(grams)
+
+
 def pretrain(spec: ModelSpec, data: dict[str, TaskData], vocab: list[str], caption_emb: torch.Tensor, cfg: PretrainConfig,
              seed: int, progress: bool = False) -> tuple[WorldDualEncoder, dict]:
-    """Pre-train one zoo model; returns (module, stats). caption_emb (V, 384) MiniLM embeddings of `vocab`."""
+    """Pre-train one zoo model; returns (module, stats). caption_emb (V, 384) MiniLM embeddings of `vocab`.
+
+    loss = contrastive + spec.image_orthogonality * set_overlap(batch images)
+                       + spec.prompt_orthogonality * prompt_overlap(class-name captions of every set)
+    """
     module = build_module(spec, seed)
     for p in appended_identity_parameters(module):  # the mixer's appended identity stays identity
         p.requires_grad_(False)
@@ -129,10 +175,14 @@ def pretrain(spec: ModelSpec, data: dict[str, TaskData], vocab: list[str], capti
     for step in track(range(cfg.steps), description=f"pre-training {spec.name}", enabled=progress):
         for group in opt.param_groups:
             group["lr"] = cfg.lr * _schedule(step, cfg.steps)
-        imgs, caps = sampler.sample(cfg.batch)
+        imgs, caps, set_ids = sampler.sample(cfg.batch)
         zi = module.image(normalise_pixels(imgs, spec.input_size))
         zt = module.text(caption_emb[caps])
         loss = contrastive_loss(zi, zt, caps, module.logit, spec.loss)
+        if spec.image_orthogonality:
+            loss = loss + spec.image_orthogonality * set_overlap(zi, set_ids)
+        if spec.prompt_orthogonality:
+            loss = loss + spec.prompt_orthogonality * prompt_overlap(module.text, caption_emb, sampler.name_ids)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
