@@ -86,10 +86,12 @@ def inspect(path: Path = typer.Argument(..., help="A descriptor, operator or ban
 def _export_record(path: Path) -> dict | None:
     """The provenance record of a model platonic exported (open_clip file, transformers directory), else None."""
     from .models.hf_backend import PROVENANCE_FILE, is_transformers_export
+    from .models.open_clip_backend import is_open_clip_export_directory
     from .storage import platonic_record
 
     if path.is_dir():
-        return json.loads((path / PROVENANCE_FILE).read_text()) if is_transformers_export(path) else None
+        exported = is_transformers_export(path) or is_open_clip_export_directory(path)
+        return json.loads((path / PROVENANCE_FILE).read_text()) if exported else None
     for key in ("platonic", "platonic_world"):
         record = platonic_record(path, key) if path.is_file() else None
         if record is not None and "format" not in record:
@@ -447,23 +449,28 @@ def _adapter_dir_beside(output: Path) -> Path:
     return output.with_name(output.name.removesuffix(".safetensors") + ".adapter")
 
 
-def _exports_directory(target: str) -> bool:
-    """Whether the target's backend exports a directory (transformers) rather than one file."""
+def _exports_directory(target: str, output: Path | None = None) -> bool:
+    """Whether the export of `target` to `output` is a directory: transformers always, open_clip unless
+    the output is named *.safetensors (a state-dict file)."""
     from .models import has_backend_prefix
 
+    if target.startswith("open_clip:"):
+        return output is not None and output.suffix != ".safetensors"
     return target.startswith("hf:") or (not has_backend_prefix(target) and Path(target).is_dir())
 
 
 def _check_export_output(target: str, output: Path, overwrite: bool) -> None:
     from .models.hf_backend import is_transformers_export
+    from .models.open_clip_backend import is_open_clip_export_directory
     from .preflight import check_output
     from .transfer import is_model_export
 
-    if target.startswith("open_clip:") and output.suffix != ".safetensors":
-        raise InvalidInputError(f"open_clip loads safetensors checkpoints by their suffix; name the output *.safetensors "
-                                f"(got {output.name})")
-    if _exports_directory(target):
-        check_output(output, is_transformers_export, overwrite, "platonic transformers export", directory=True)
+    if _exports_directory(target, output):
+        if target.startswith("open_clip:"):
+            check_output(output, is_open_clip_export_directory, overwrite, "platonic open_clip export directory",
+                         directory=True)
+        else:
+            check_output(output, is_transformers_export, overwrite, "platonic transformers export", directory=True)
     else:
         check_output(output, lambda p: p.is_file() and is_model_export(p), overwrite, "platonic model export (a file)")
 
@@ -474,7 +481,9 @@ def apply(
     target: str = typer.Option(..., "--target", help="Target model spec (the bank's target)."),
     terms: str = typer.Option(..., "--terms", help="Signed composition, e.g. 'eurosat:+1,dtd:-1' (task or task@source), "
                               "each task once."),
-    output: Path = typer.Option(..., "-o", "--output", help="Where to write the edited model in its own format."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the edited model in its own format: a "
+                                "transformers save_pretrained directory; for open_clip a directory in open_clip's hub "
+                                "layout (loads as 'local-dir:DIR') or a state dict FILE.safetensors."),
     route: str = typer.Option("closed_form", "--route", help="closed_form (fold bank operators into the last layer) or "
                               "adapter (fit a LoRA on the tower to the descriptors)."),
     bank: Path = typer.Option(None, "--bank", help="Operator bank file (closed form)."),
