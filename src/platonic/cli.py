@@ -14,6 +14,7 @@ from ._version import __version__
 from .cli_errors import OneLineErrors
 from .cli_errors import fail as _fail
 from .errors import InvalidInputError, PlatonicError, ZeroDescriptorWarning
+from .terms import default_alpha, parse_terms  # noqa: F401 - re-exported (platonic.cli.parse_terms)
 
 app = typer.Typer(
     help="Move fine-tuned skills between different multimodal dual encoders (Platonic Task Arithmetic).",
@@ -127,32 +128,6 @@ def _print_operators(metas, deltas, title: str) -> None:
 
 def _device_option():
     return typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0.")
-
-
-def parse_terms(text: str) -> dict[str, float]:
-    """ "eurosat:+1,dtd:-0.5" -> {"eurosat": 1.0, "dtd": -0.5}; a key may be "task@source".
-
-    A task named twice ("shapes:+1,shapes:-1") is refused: give it once, with the summed coefficient.
-    """
-    terms: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.rpartition(":")
-        key = key.strip()
-        if not sep or not key:
-            raise InvalidInputError(f"term {part!r} is not TASK:COEFFICIENT (e.g. eurosat:+1)")
-        try:
-            coefficient = float(value)
-        except ValueError:
-            raise InvalidInputError(f"term {part!r}: coefficient {value!r} is not a number") from None
-        if coefficient != coefficient or coefficient in (float("inf"), float("-inf")):
-            raise InvalidInputError(f"term {part!r}: the coefficient must be a finite number")
-        if key in terms:
-            raise InvalidInputError(f"term {key!r} is given twice in --terms; give it once, with the summed coefficient "
-                                    f"(e.g. {key}:{terms[key] + coefficient:+g})")
-        terms[key] = coefficient
-    if not terms:
-        raise InvalidInputError("--terms is empty; give e.g. 'eurosat:+1,dtd:-1'")
-    return terms
 
 
 def load_probes(path: Path, option: str = "--probes"):
@@ -438,11 +413,6 @@ def solve(
 
 
 ROUTES = ("closed_form", "adapter")
-
-
-def default_alpha(terms: dict[str, float]) -> float:
-    """The paper's strengths: 1.0 when every term is negative (negation, c = -1), else 0.5 (addition)."""
-    return 1.0 if all(c < 0 for c in terms.values()) else 0.5
 
 
 def _adapter_dir_beside(output: Path) -> Path:
@@ -815,6 +785,52 @@ def _task_arithmetic_command(names, setup, model, task, control, source, output,
         _fail(exc)
     console.print((output / "tables.md").read_text())
     console.print(f"report: {output}/ (results.json, tables.md, task-vector cosine heatmaps)")
+
+
+@app.command()
+def run(
+    recipe: Path = typer.Argument(..., help="A recipe YAML: models, tasks, sources (or finetune:), edits, exports "
+                                  "(docs/recipes.md; recipes/paper.yaml reproduces the paper)."),
+    output: Path = typer.Option(None, "-o", "--output", help="Run directory to write (default runs/NAME, NAME the "
+                                "recipe's name)."),
+    check: bool = typer.Option(False, "--check", help="Validate the recipe (fields, model specs, task names, paths) "
+                               "and stop; loads no model and reads no data."),
+    device: str = _device_option(),
+    overwrite: bool = _overwrite_option(),
+) -> None:
+    """Measure, solve, apply, export and evaluate everything a recipe names, into one run directory.
+
+    The directory (resolved recipe, library versions, device, results.json, tables.md, descriptors, banks,
+    exported models with model cards) is written beside its path and swapped in atomically; an existing
+    one is replaced only when it is a previous run (or with --overwrite).
+    """
+    from ._checks import as_device
+    from .experiments.recipe import read_recipe
+    from .experiments.recipe_run import run_recipe
+    from .models import check_spec
+    from .preflight import check_cache_writable
+
+    try:
+        loaded = read_recipe(recipe)
+        for name, spec in loaded.models.items():
+            try:
+                check_spec(spec)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{recipe}: models.{name}: {exc}") from None
+        if check:
+            edits = sum(len(loaded.cells_of(e)) for e in loaded.edits)
+            console.print(f"{recipe}: valid; {len(loaded.models)} models, {len(loaded.tasks)} tasks, "
+                          f"{len(loaded.controls)} controls, {len(loaded.edits)} edits ({edits} cells), "
+                          f"{len(loaded.exports)} exports")
+            return
+        as_device(device)
+        check_cache_writable()
+        out = output or Path("runs") / loaded.name
+        run_recipe(loaded, out, device=device, overwrite=overwrite)
+    except PlatonicError as exc:
+        _fail(exc)
+    console.print((out / "tables.md").read_text())
+    console.print(f"run: {out}/ (recipe.yaml, results.json, tables.md, descriptors, banks, exports)")
 
 
 @app.command()
