@@ -233,6 +233,7 @@ def run_recipe(recipe: Recipe, output, *, device: str = "cpu", progress: bool = 
     output = Path(output)
     if output.exists() and not (is_recipe_run(output) or overwrite):
         raise InvalidInputError(f"{output} exists and is not a previous platonic run; choose a new -o or pass --overwrite")
+    output.parent.mkdir(parents=True, exist_ok=True)
     timings, started = {}, time.perf_counter()
     run = _Run(recipe, device, progress)
     run.load()
