@@ -435,6 +435,9 @@ def _check_export_output(target: str, output: Path, overwrite: bool) -> None:
     from .preflight import check_output
     from .transfer import is_model_export
 
+    if target.startswith("open_clip:") and output.suffix in (".pt", ".pth", ".bin", ".ckpt"):
+        raise InvalidInputError(f"-o {output}: an open_clip export is a directory (open_clip's hub layout) or a state "
+                                f"dict *.safetensors; name it {output.with_suffix('.safetensors').name} or drop {output.suffix}")
     if _exports_directory(target, output):
         if target.startswith("open_clip:"):
             check_output(output, is_open_clip_export_directory, overwrite, "platonic open_clip export directory",
