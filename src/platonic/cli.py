@@ -14,6 +14,7 @@ from ._version import __version__
 from .cli_errors import OneLineErrors
 from .cli_errors import fail as _fail
 from .errors import InvalidInputError, PlatonicError, ZeroDescriptorWarning
+from .terms import default_alpha, parse_terms  # noqa: F401 - re-exported (platonic.cli.parse_terms)
 
 app = typer.Typer(
     help="Move fine-tuned skills between different multimodal dual encoders (Platonic Task Arithmetic).",
@@ -86,10 +87,12 @@ def inspect(path: Path = typer.Argument(..., help="A descriptor, operator or ban
 def _export_record(path: Path) -> dict | None:
     """The provenance record of a model platonic exported (open_clip file, transformers directory), else None."""
     from .models.hf_backend import PROVENANCE_FILE, is_transformers_export
+    from .models.open_clip_backend import is_open_clip_export_directory
     from .storage import platonic_record
 
     if path.is_dir():
-        return json.loads((path / PROVENANCE_FILE).read_text()) if is_transformers_export(path) else None
+        exported = is_transformers_export(path) or is_open_clip_export_directory(path)
+        return json.loads((path / PROVENANCE_FILE).read_text()) if exported else None
     for key in ("platonic", "platonic_world"):
         record = platonic_record(path, key) if path.is_file() else None
         if record is not None and "format" not in record:
@@ -125,32 +128,6 @@ def _print_operators(metas, deltas, title: str) -> None:
 
 def _device_option():
     return typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0.")
-
-
-def parse_terms(text: str) -> dict[str, float]:
-    """ "eurosat:+1,dtd:-0.5" -> {"eurosat": 1.0, "dtd": -0.5}; a key may be "task@source".
-
-    A task named twice ("shapes:+1,shapes:-1") is refused: give it once, with the summed coefficient.
-    """
-    terms: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.rpartition(":")
-        key = key.strip()
-        if not sep or not key:
-            raise InvalidInputError(f"term {part!r} is not TASK:COEFFICIENT (e.g. eurosat:+1)")
-        try:
-            coefficient = float(value)
-        except ValueError:
-            raise InvalidInputError(f"term {part!r}: coefficient {value!r} is not a number") from None
-        if coefficient != coefficient or coefficient in (float("inf"), float("-inf")):
-            raise InvalidInputError(f"term {part!r}: the coefficient must be a finite number")
-        if key in terms:
-            raise InvalidInputError(f"term {key!r} is given twice in --terms; give it once, with the summed coefficient "
-                                    f"(e.g. {key}:{terms[key] + coefficient:+g})")
-        terms[key] = coefficient
-    if not terms:
-        raise InvalidInputError("--terms is empty; give e.g. 'eurosat:+1,dtd:-1'")
-    return terms
 
 
 def load_probes(path: Path, option: str = "--probes"):
@@ -438,32 +415,35 @@ def solve(
 ROUTES = ("closed_form", "adapter")
 
 
-def default_alpha(terms: dict[str, float]) -> float:
-    """The paper's strengths: 1.0 when every term is negative (negation, c = -1), else 0.5 (addition)."""
-    return 1.0 if all(c < 0 for c in terms.values()) else 0.5
-
-
 def _adapter_dir_beside(output: Path) -> Path:
     return output.with_name(output.name.removesuffix(".safetensors") + ".adapter")
 
 
-def _exports_directory(target: str) -> bool:
-    """Whether the target's backend exports a directory (transformers) rather than one file."""
+def _exports_directory(target: str, output: Path | None = None) -> bool:
+    """Whether the export of `target` to `output` is a directory: transformers always, open_clip unless
+    the output is named *.safetensors (a state-dict file)."""
     from .models import has_backend_prefix
 
+    if target.startswith("open_clip:"):
+        return output is not None and output.suffix != ".safetensors"
     return target.startswith("hf:") or (not has_backend_prefix(target) and Path(target).is_dir())
 
 
 def _check_export_output(target: str, output: Path, overwrite: bool) -> None:
     from .models.hf_backend import is_transformers_export
+    from .models.open_clip_backend import is_open_clip_export_directory
     from .preflight import check_output
     from .transfer import is_model_export
 
-    if target.startswith("open_clip:") and output.suffix != ".safetensors":
-        raise InvalidInputError(f"open_clip loads safetensors checkpoints by their suffix; name the output *.safetensors "
-                                f"(got {output.name})")
-    if _exports_directory(target):
-        check_output(output, is_transformers_export, overwrite, "platonic transformers export", directory=True)
+    if target.startswith("open_clip:") and output.suffix in (".pt", ".pth", ".bin", ".ckpt"):
+        raise InvalidInputError(f"-o {output}: an open_clip export is a directory (open_clip's hub layout) or a state "
+                                f"dict *.safetensors; name it {output.with_suffix('.safetensors').name} or drop {output.suffix}")
+    if _exports_directory(target, output):
+        if target.startswith("open_clip:"):
+            check_output(output, is_open_clip_export_directory, overwrite, "platonic open_clip export directory",
+                         directory=True)
+        else:
+            check_output(output, is_transformers_export, overwrite, "platonic transformers export", directory=True)
     else:
         check_output(output, lambda p: p.is_file() and is_model_export(p), overwrite, "platonic model export (a file)")
 
@@ -474,7 +454,9 @@ def apply(
     target: str = typer.Option(..., "--target", help="Target model spec (the bank's target)."),
     terms: str = typer.Option(..., "--terms", help="Signed composition, e.g. 'eurosat:+1,dtd:-1' (task or task@source), "
                               "each task once."),
-    output: Path = typer.Option(..., "-o", "--output", help="Where to write the edited model in its own format."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the edited model in its own format: a "
+                                "transformers save_pretrained directory; for open_clip a directory in open_clip's hub "
+                                "layout (loads as 'local-dir:DIR') or a state dict FILE.safetensors."),
     route: str = typer.Option("closed_form", "--route", help="closed_form (fold bank operators into the last layer) or "
                               "adapter (fit a LoRA on the tower to the descriptors)."),
     bank: Path = typer.Option(None, "--bank", help="Operator bank file (closed form)."),
@@ -806,6 +788,52 @@ def _task_arithmetic_command(names, setup, model, task, control, source, output,
         _fail(exc)
     console.print((output / "tables.md").read_text())
     console.print(f"report: {output}/ (results.json, tables.md, task-vector cosine heatmaps)")
+
+
+@app.command()
+def run(
+    recipe: Path = typer.Argument(..., help="A recipe YAML: models, tasks, sources (or finetune:), edits, exports "
+                                  "(docs/recipes.md; recipes/paper.yaml reproduces the paper)."),
+    output: Path = typer.Option(None, "-o", "--output", help="Run directory to write (default runs/NAME, NAME the "
+                                "recipe's name)."),
+    check: bool = typer.Option(False, "--check", help="Validate the recipe (fields, model specs, task names, paths) "
+                               "and stop; loads no model and reads no data."),
+    device: str = _device_option(),
+    overwrite: bool = _overwrite_option(),
+) -> None:
+    """Measure, solve, apply, export and evaluate everything a recipe names, into one run directory.
+
+    The directory (resolved recipe, library versions, device, results.json, tables.md, descriptors, banks,
+    exported models with model cards) is written beside its path and swapped in atomically; an existing
+    one is replaced only when it is a previous run (or with --overwrite).
+    """
+    from ._checks import as_device
+    from .experiments.recipe import read_recipe
+    from .experiments.recipe_run import run_recipe
+    from .models import check_spec
+    from .preflight import check_cache_writable
+
+    try:
+        loaded = read_recipe(recipe)
+        for name, spec in loaded.models.items():
+            try:
+                check_spec(spec)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{recipe}: models.{name}: {exc}") from None
+        if check:
+            edits = sum(len(loaded.cells_of(e)) for e in loaded.edits)
+            console.print(f"{recipe}: valid; {len(loaded.models)} models, {len(loaded.tasks)} tasks, "
+                          f"{len(loaded.controls)} controls, {len(loaded.edits)} edits ({edits} cells), "
+                          f"{len(loaded.exports)} exports")
+            return
+        as_device(device)
+        check_cache_writable()
+        out = output or Path("runs") / loaded.name
+        run_recipe(loaded, out, device=device, overwrite=overwrite)
+    except PlatonicError as exc:
+        _fail(exc)
+    console.print((out / "tables.md").read_text())
+    console.print(f"run: {out}/ (recipe.yaml, results.json, tables.md, descriptors, banks, exports)")
 
 
 @app.command()

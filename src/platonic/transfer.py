@@ -143,11 +143,12 @@ def save_model(model: DualEncoder, path, provenance: dict | None = None, overwri
 
 def is_model_export(path) -> bool:
     """True for a model platonic exported: a safetensors file with platonic metadata that records edits,
-    or a transformers directory with platonic_provenance.json."""
+    or a transformers / open_clip directory with platonic_provenance.json."""
     path = Path(path)
     if path.is_dir():
         from .models.hf_backend import is_transformers_export
+        from .models.open_clip_backend import is_open_clip_export_directory
 
-        return is_transformers_export(path)
+        return is_transformers_export(path) or is_open_clip_export_directory(path)
     return any(record is not None and "format" not in record for record in
                (platonic_record(path), platonic_record(path, "platonic_world")))

@@ -17,7 +17,8 @@
       b32: {cars: ft/b32-cars.safetensors}    #   (.safetensors, open_clip .bin / .pt), a peft LoRA directory,
       siglip: {cars: "hf:org/siglip-cars@0123abcd…"}   # a vision-only transformers checkpoint, hf:ORG/NAME[@REV]
     require_pinned: false                     # optional: refuse hub sources that name no commit
-    finetune: {mode: lora, steps: 200, lr: 1e-3}   # optional: fine-tune the sources not listed above
+    finetune: {mode: lora, steps: 200, lr: 1e-3}   # optional: fine-tune the sources not listed above (cached:
+                                              #   a second run with the same settings and data trains nothing)
     gradient_ascent: {steps: 20, lr: 1e-5}  # optional: the negation baseline's budget (loss negated)
     related_group: [cars, dtd]                # optional: the generalisation experiment's related tasks
     held_out: aircraft                        #   and its held-out related task
@@ -30,7 +31,10 @@ model loads. Class names and template of a registered task (eurosat, dtd, gtsrb,
 cars, sun397, cifar100, imagenet) are the registry's; other tasks' class names come from the source (class
 folders, ClassLabel names; underscores read as spaces) unless `classes` maps label names to names. Only
 the probes and the evaluated images are decoded (docs/data.md). Every (model, task) needs a source,
-listed under `sources` or made with `finetune` on the task's train split.
+listed under `sources` or made with `finetune` on the task's train split. Made fine-tunes are cached as
+task vectors under $PLATONIC_CACHE/finetunes, keyed by the model's fingerprint, the task, the mode, the
+OrthoReg lambda, the whole `finetune:` block and the train split's data digest
+(`experiments.finetune_cache.cached_finetune`), and read back on the next run instead of trained.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ..errors import InvalidInputError
 from ..finetune import GRADIENT_ASCENT, FinetuneConfig, finetune
+from .finetune_cache import cached_finetune
 from ..finetuned import require_pinned
 from ..measurement import load_finetuned
 from ..models import has_backend_prefix, load_model, resolve_spec_paths, spec_files
@@ -309,8 +314,25 @@ def _task(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig) ->
 
 # -- setup -----------------------------------------------------------------------------------------
 
+def train_digest(images) -> str:
+    """The data part of a cached fine-tune's key: the split's digest at the size its images decode to."""
+    return f"{images.split.digest()}@{images.size}" if hasattr(images, "split") else ""
+
+
+def made_source(model, task: str, train: tuple, prompts, config: FinetuneConfig, on_miss=None):
+    """The fine-tune of `model` on `task`'s (images, labels) that the `finetune:` block makes (cached)."""
+    images, labels = train
+    digest = train_digest(images)
+    if not digest:  # not a split (no digest to key on): train, uncached
+        return finetune(model, images, labels, prompts, config, progress=False)[0], False
+    return cached_finetune(model, task, images, labels, prompts, config, digest, on_miss=on_miss)
+
+
 def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, device="cpu") -> ExperimentSetup:
-    """Load the models, read the data, obtain every source and measure its descriptors."""
+    """Load the models, read the data, obtain every source and measure its descriptors.
+
+    Sources made by the `finetune:` block come from the fine-tune cache when they are there
+    (`made_source`); `setup.diagnostics["finetunes"]` says which were trained and which were read."""
     if not isinstance(config, ExperimentConfig):
         config = read_config(Path(config))
     check_files(config)  # before loading any model
@@ -322,6 +344,7 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
     controls = {name: _control_set(name, cfg, size, config) for name, cfg in config.controls.items()}
 
     made: dict[tuple[str, str], TaskVector] = {}  # sources made with `finetune`, kept as weight deltas
+    trained: dict[str, str] = {}  # "model/task" -> "trained" or "cached"
 
     def source(model: str, task: str):
         """The fine-tuned model of (model, task): listed ones are read from disk each time they are asked
@@ -329,8 +352,8 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
         listed = config.sources.get(model, {}).get(task)
         if listed is not None:
             return load_finetuned(models[model], listed)
-        images, labels = train[task]
-        ft = finetune(models[model], images, labels, tasks[task].prompts, config.finetune, progress=False)[0]
+        ft, hit = made_source(models[model], task, train[task], tasks[task].prompts, config.finetune)
+        trained[f"{model}/{task}"] = "cached" if hit else "trained"
         made[(model, task)] = TaskVector.from_models(models[model].module, ft.module)
         return ft
 
@@ -347,4 +370,5 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
 
     return ExperimentSetup(config.name, models, tasks, controls, descriptors, related_group=tuple(config.related_group),
                            held_out=config.held_out, baselines={"gradient_ascent": gradient_ascent, "task_vector": task_vector},
-                           diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))
+                           diagnostics={**descriptor_cosines(list(models), list(tasks), on_grid),
+                                        **({"finetunes": trained} if trained else {})})

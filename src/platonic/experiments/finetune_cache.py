@@ -2,6 +2,10 @@
 
     $PLATONIC_CACHE/finetunes/<model fingerprint>/<task>.<mode>.lam<lambda>.<key>.safetensors
 
+Two callers: the task-arithmetic experiment (`cached_task_vector`, keyed by the input tensors) and the
+YAML `finetune:` block of an experiment or recipe (`cached_finetune`, keyed by the train split's data
+digest, `Split.digest()`, and the image size, so nothing is decoded to look an entry up).
+
 The key hashes the pre-trained model's fingerprint, the task's labelled train split and prompts, the
 whole `FinetuneConfig` (mode = flavour, orthoreg = lambda, steps, lr, seed, ...) and the source of the
 modules that define a fine-tune (finetune, linearize, attention, lora), so a changed recipe or changed
@@ -37,12 +41,15 @@ def _code_digest() -> str:
     return h.hexdigest()
 
 
-def cache_key(model, inputs, labels, prompts, config: FinetuneConfig) -> str:
+def cache_key(model, inputs, labels, prompts, config: FinetuneConfig, data_digest: str | None = None) -> str:
+    """sha256 of the model's fingerprint, prompts, the whole config, the fine-tune code and the data:
+    `data_digest` when given (a split's digest, nothing decoded), else the input and label tensors."""
     h = hashlib.sha256()
     h.update(json.dumps({"model": model.base_fingerprint, "prompts": list(prompts), "config": config.model_dump(mode="json"),
-                         "code": _code_digest()}, sort_keys=True).encode())
-    update_with_tensor(h, inputs, "inputs")
-    update_with_tensor(h, labels, "labels")
+                         "code": _code_digest(), **({"data": data_digest} if data_digest else {})}, sort_keys=True).encode())
+    if data_digest is None:
+        update_with_tensor(h, inputs, "inputs")
+        update_with_tensor(h, labels, "labels")
     return h.hexdigest()
 
 
@@ -72,3 +79,34 @@ def cached_task_vector(model, task: str, inputs, labels, prompts, config: Finetu
               "config": config.model_dump(mode="json"), "first_loss": losses[0], "last_loss": losses[-1]}
     write_tensors(path, deltas, record, key="platonic", make_parents=True)
     return TaskVector(deltas), False
+
+
+def cached_finetune(model, task: str, images, labels, prompts, config: FinetuneConfig, data_digest: str,
+                    on_miss: Callable[[str], None] | None = None, progress: bool = False):
+    """(the fine-tuned model, hit): `model` fine-tuned on (images, labels) under `config`, from the cache if there.
+
+    images: (n, 3, S, S) uint8 (a tensor or `LazyImages`, decoded batch by batch on a miss); labels (n,);
+    data_digest: what the images are (e.g. f"{split.digest()}@{S}"), the key's data part. A hit rebuilds
+    the fine-tune as theta_0 + tau on a copy of `model` (mode "linear": the tangent model of tau); a
+    miss fine-tunes, stores tau atomically and returns the fine-tune itself.
+    """
+    from ..linearize import LinearizedEncoder
+
+    key = cache_key(model, None, None, prompts, config, data_digest=data_digest)
+    path = entry_path(model, task, config, key)
+    if path.is_file():
+        tau = TaskVector(load_file(str(path)))
+        if config.mode == "linear":
+            return LinearizedEncoder(model, tau.deltas), True
+        ft = model.copy_for_new_weights()
+        tau.add_to_(ft.module)
+        return ft, True
+    if on_miss is not None:
+        on_miss(task)
+    ft, losses = finetune(model, images, labels, prompts, config, progress=progress)
+    deltas = ft.delta if config.mode == "linear" else changed_deltas(model, ft)
+    record = {"kind": KIND, "model": model.spec, "fingerprint": model.base_fingerprint, "task": task,
+              "config": config.model_dump(mode="json"), "data_digest": data_digest, "first_loss": losses[0],
+              "last_loss": losses[-1]}
+    write_tensors(path, deltas, record, key="platonic", make_parents=True)
+    return ft, False

@@ -3,6 +3,8 @@
 Specs:
     open_clip:ARCH/TAG          open_clip architecture with a pretrained tag (weights via open_clip's cache)
     open_clip:hf-hub:ORG/NAME   open_clip model from the Hugging Face hub
+    open_clip:local-dir:DIR     open_clip model from a local directory in the hub layout (open_clip_config.json
+                                + open_clip_model.safetensors), e.g. one platonic exported
     open_clip:ARCH              open_clip architecture with random weights drawn under seed 0 (a warning
                                 says so): the same spec is the same model, so `solve` then `apply` agree
     open_clip:ARCH@seed=N       the same with seed N (another random draw)
@@ -46,7 +48,7 @@ _LOADERS: dict[str, Loader] = {}
 _CHECKERS: dict[str, Checker] = {}
 
 ACCEPTED_FORMS = (
-    "open_clip:ARCH/TAG, open_clip:hf-hub:ORG/NAME, open_clip:ARCH (random weights, seed 0), open_clip:ARCH@seed=N, "
+    "open_clip:ARCH/TAG, open_clip:hf-hub:ORG/NAME, open_clip:local-dir:DIR, open_clip:ARCH (random weights, seed 0), open_clip:ARCH@seed=N, "
     "open_clip:ARCH@FILE, hf:ORG/NAME, a local transformers directory, or PREFIX:NAME of an installed backend "
     "(world:NAME for the embedded world)"
 )
@@ -144,6 +146,8 @@ def spec_files(spec) -> list[Path]:
     if not isinstance(spec, str):
         return []
     prefix, sep, rest = spec.partition(":")
+    if sep and prefix == "open_clip" and rest.startswith("local-dir:"):
+        return [Path(rest.removeprefix("local-dir:"))]
     if sep and prefix == "open_clip" and "@" in rest and not rest.startswith("hf-hub:"):
         after = rest.split("@", 1)[1]
         return [] if after.startswith("seed=") and after.removeprefix("seed=").isdigit() else [Path(after)]
@@ -161,6 +165,9 @@ def resolve_spec_paths(spec: str, root: Path) -> str:
     directory. Hub names, tags, seeds and absolute paths are unchanged.
     """
     prefix, sep, rest = spec.partition(":")
+    if sep and prefix == "open_clip" and rest.startswith("local-dir:"):
+        folder = Path(rest.removeprefix("local-dir:")).expanduser()
+        return spec if folder.is_absolute() else f"open_clip:local-dir:{root / folder}"
     if sep and prefix == "open_clip" and "@" in rest and not rest.startswith("hf-hub:"):
         arch, after = rest.split("@", 1)
         if (after.startswith("seed=") and after.removeprefix("seed=").isdigit()) or Path(after).expanduser().is_absolute():

@@ -198,13 +198,15 @@ class HFEncoder(DualEncoder):
     # -- export -------------------------------------------------------------------------------------
     def save(self, path, provenance: dict | None = None, overwrite: bool = False) -> Path:
         """A `save_pretrained` directory that transformers alone loads: the model, its tokenizer and its
-        image processor (CLAP: feature extractor), platonic_provenance.json and a model card.
+        image processor (CLAP: feature extractor), platonic_provenance.json and a model card README.md
+        (`models.card`: huggingface_hub's ModelCard, `base_model:` the hub repo of the spec where it has one).
 
         Written to a temporary directory beside `path` and swapped in atomically. An existing `path` is
         replaced only when it is a previous platonic transformers export, or with `overwrite`; a tokenizer
         that transformers cannot save (a plain callable) is left out, with a warning.
         """
         from ..storage import atomic_directory
+        from .card import README, model_card
 
         if isinstance(self._site, AppendedLinearSite):
             raise InvalidInputError(
@@ -218,7 +220,7 @@ class HFEncoder(DualEncoder):
                 self.model.save_pretrained(tmp, safe_serialization=True)
             record["saved"] = self._save_preprocessing(tmp, Path(path))
             (tmp / PROVENANCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
-            (tmp / "README.md").write_text(_model_card(self.spec, record))
+            (tmp / README).write_text(model_card(self.spec, record, "transformers"))
 
         return atomic_directory(path, write, replaceable=is_transformers_export, overwrite=overwrite,
                                 what=f"platonic transformers export (a directory with {PROVENANCE_FILE})")
@@ -325,11 +327,6 @@ def check_token_ids(spec: str, tokenizer, texts: list[str], input_ids, attention
             raise InvalidInputError(f"{spec}: its tokenizer maps the prompts {seen[tokens]!r} and {text!r} to the same "
                                     f"token ids (if they differ only past its length limit, shorten them); else {fix}")
         seen[tokens] = text
-
-
-def _model_card(spec: str, record: dict) -> str:
-    return (f"---\nlibrary_name: transformers\ntags: [platonic]\n---\n# Edited with platonic\n\n"
-            f"Base model: `{spec}`.\n\n```json\n{json.dumps(record, indent=2, sort_keys=True)}\n```\n")
 
 
 def load_hf(rest: str, device="cpu", dtype=None, tokenizer=None, processor=None, edit_site: str | None = None) -> HFEncoder:

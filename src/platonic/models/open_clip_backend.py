@@ -1,8 +1,13 @@
-"""open_clip backend: `open_clip:ARCH/TAG`, `open_clip:hf-hub:ORG/NAME`, `open_clip:ARCH@FILE`, and random
-weights `open_clip:ARCH` (seed 0) or `open_clip:ARCH@seed=N`.
+"""open_clip backend: `open_clip:ARCH/TAG`, `open_clip:hf-hub:ORG/NAME`, `open_clip:local-dir:DIR`,
+`open_clip:ARCH@FILE`, and random weights `open_clip:ARCH` (seed 0) or `open_clip:ARCH@seed=N`.
 
-Weights come from open_clip's own loaders and cache. Exported models are safetensors state dicts that
-`open_clip.create_model(ARCH, pretrained=PATH)` loads by itself.
+Weights come from open_clip's own loaders and cache. Exports, both loaded by open_clip alone:
+- a file PATH.safetensors: the state dict, for `open_clip.create_model(ARCH, pretrained=PATH)`;
+- a directory (any other PATH): open_clip's hub layout, as its `push_to_hf_hub.save_for_hf` writes it
+  (open_clip_config.json with model_cfg + preprocess_cfg, open_clip_model.safetensors, the tokenizer
+  files where the model has a Hugging Face tokenizer), plus platonic_provenance.json and a model card
+  README.md; `open_clip.create_model_and_transforms("local-dir:PATH")` loads it, and so does
+  `hf-hub:ORG/NAME` once the directory is pushed to the hub.
 """
 
 from __future__ import annotations
@@ -104,7 +109,9 @@ class OpenClipEncoder(DualEncoder):
         return f"open_clip/{self.arch}/{type(self.model).__name__}/{type(self.model.visual).__name__}"
 
     def save(self, path, provenance: dict | None = None, overwrite: bool = False) -> Path:
-        """Write a safetensors state dict loadable by open_clip.create_model(ARCH, pretrained=PATH).
+        """Write the model for open_clip: PATH.safetensors (a state dict loadable by
+        open_clip.create_model(ARCH, pretrained=PATH)) or, for any other PATH, a directory in open_clip's
+        hub layout (`save_directory`; loaded by create_model_and_transforms("local-dir:PATH")).
 
         An existing file at `path` is replaced only when it is a previous platonic open_clip export, or
         with `overwrite` (never the checkpoint the model was loaded from: the command line refuses that).
@@ -114,7 +121,7 @@ class OpenClipEncoder(DualEncoder):
         """
         path = Path(path)
         if path.suffix != ".safetensors":
-            raise InvalidInputError(f"open_clip loads safetensors checkpoints by their suffix; name the file *.safetensors (got {path.name})")
+            return self.save_directory(path, provenance, overwrite=overwrite)
         meta = {"platonic": json.dumps({"arch": self.arch, "spec": self.spec, **(provenance or {})}, sort_keys=True)}
         what = "platonic open_clip export"
         site = self._site
@@ -137,6 +144,86 @@ class OpenClipEncoder(DualEncoder):
             state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
         return atomic_write(path, lambda tmp: save_file(state, tmp, metadata=meta), replaceable=is_open_clip_export,
                             overwrite=overwrite, what=what)
+
+
+    def model_config(self) -> dict:
+        """open_clip's model_cfg of this model (built-in architectures, hf-hub: and local-dir: configs), with
+        quick_gelu set when the model runs QuickGELU (as tags like `openai` ask for)."""
+        import copy
+
+        import open_clip
+
+        if self.arch.startswith("local-dir:"):
+            cfg = json.loads((Path(self.arch.removeprefix("local-dir:")) / OPEN_CLIP_CONFIG).read_text())["model_cfg"]
+        elif self.arch.startswith("hf-hub:"):
+            from open_clip.factory import _get_hf_config
+
+            cfg = _get_hf_config(self.arch.removeprefix("hf-hub:"))["model_cfg"]
+        else:
+            cfg = open_clip.get_model_config(self.arch)
+        if cfg is None:
+            raise InvalidInputError(f"{self.spec}: open_clip has no model config for {self.arch!r} to export")
+        cfg = copy.deepcopy(cfg)
+        if any(type(m).__name__ == "QuickGELU" for m in self.model.modules()):
+            cfg["quick_gelu"] = True
+        return cfg
+
+    def save_directory(self, path, provenance: dict | None = None, overwrite: bool = False) -> Path:
+        """Write open_clip's hub layout to the directory `path` atomically (module docstring).
+
+        open_clip_config.json holds {"model_cfg", "preprocess_cfg"} (what open_clip's `save_config_for_hf`
+        writes), open_clip_model.safetensors the whole state dict. An appended edit layer, which open_clip
+        cannot load, is refused: export through the model's own edit site.
+        """
+        from ..storage import atomic_directory
+        from .card import README, model_card
+
+        if Path(path).suffix in (".pt", ".pth", ".bin", ".ckpt"):
+            raise InvalidInputError(f"{path}: an open_clip export is a file *.safetensors or a directory; name it "
+                                    f"{Path(path).with_suffix('.safetensors').name} or drop the {Path(path).suffix} suffix")
+        if isinstance(self._site, AppendedLinearSite):
+            raise InvalidInputError(f"{self.spec}: the edit lives in an appended linear that open_clip cannot load from a "
+                                    "directory; export to a *.safetensors file instead (the appended layer goes beside it)")
+        record = {"arch": self.arch, "spec": self.spec, **(provenance or {})}
+        config = {"model_cfg": self.model_config(), "preprocess_cfg": _json_ready(self.preprocess_cfg)}
+        state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
+        meta = {"format": "pt", "platonic": json.dumps({k: v for k, v in record.items() if k != "recipe"}, sort_keys=True,
+                                                       default=str)}
+
+        def write(tmp: Path) -> None:
+            save_file(state, str(tmp / OPEN_CLIP_WEIGHTS), metadata=meta)
+            (tmp / OPEN_CLIP_CONFIG).write_text(json.dumps(config, indent=2))
+            if hasattr(self.tokenizer, "save_pretrained") and config["model_cfg"].get("text_cfg", {}).get("hf_tokenizer_name"):
+                self.tokenizer.save_pretrained(str(tmp))  # open_clip reads a local-dir's HF tokenizer from the directory
+            (tmp / EXPORT_PROVENANCE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+            (tmp / README).write_text(model_card(self.spec, record, "open_clip"))
+
+        return atomic_directory(path, write, replaceable=is_open_clip_export_directory, overwrite=overwrite,
+                                what=f"platonic open_clip export (a directory with {EXPORT_PROVENANCE})")
+
+
+OPEN_CLIP_CONFIG = "open_clip_config.json"  # open_clip.constants.HF_CONFIG_NAME
+OPEN_CLIP_WEIGHTS = "open_clip_model.safetensors"  # open_clip.constants.HF_SAFE_WEIGHTS_NAME
+EXPORT_PROVENANCE = "platonic_provenance.json"
+
+
+def _json_ready(value):
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_json_ready(v) for v in value]
+    return value
+
+
+def is_open_clip_export_directory(path) -> bool:
+    """True for a directory written by `OpenClipEncoder.save_directory`."""
+    path = Path(path)
+    if not ((path / OPEN_CLIP_CONFIG).is_file() and (path / EXPORT_PROVENANCE).is_file()):
+        return False
+    try:
+        return "arch" in json.loads((path / EXPORT_PROVENANCE).read_text())
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def is_open_clip_export(path) -> bool:
@@ -187,6 +274,12 @@ def check_spec(rest: str) -> None:
     """Check `open_clip:<rest>` without building anything: the architecture, the tag or seed, the file."""
     if rest.startswith("hf-hub:"):
         return
+    if rest.startswith("local-dir:"):
+        folder = Path(rest.removeprefix("local-dir:"))
+        if not (folder / OPEN_CLIP_CONFIG).is_file():
+            raise InvalidInputError(f"open_clip:{rest}: {folder} is not an open_clip model directory (no {OPEN_CLIP_CONFIG}); "
+                                    "give a directory platonic or open_clip's save_for_hf wrote")
+        return
     arch, pretrained, seed = parse_spec(rest)
     if "@" in rest and seed is None and not Path(pretrained).is_file():
         raise InvalidInputError(f"open_clip:{rest}: weights file {pretrained} does not exist")
@@ -208,7 +301,17 @@ def load_open_clip(rest: str, device="cpu", dtype=None, tokenizer=None, edit_sit
     import open_clip
 
     spec = f"open_clip:{rest}"
-    if rest.startswith("hf-hub:"):
+    if rest.startswith("local-dir:"):
+        check_spec(rest)
+        arch = rest
+        logging.getLogger().disabled, was = True, logging.getLogger().disabled
+        try:
+            model = open_clip.create_model(rest, device=device)
+        except Exception as exc:  # noqa: BLE001 - whatever the directory holds, open_clip cannot build it
+            raise InvalidInputError(f"{spec}: open_clip cannot load the directory ({_short(exc)})") from None
+        finally:
+            logging.getLogger().disabled = was
+    elif rest.startswith("hf-hub:"):
         arch = rest
         try:
             model = open_clip.create_model(rest, device=device)
