@@ -11,7 +11,7 @@ A clip: a word, a voice drawn from its split (engine espeak-ng / flite / festiva
 0.5 / 0.2 / 0.3), the engine's speaking rate (and pitch, espeak-ng), then a tape-speed change of
 +-8 %, the silence trimmed, placed at a random offset of the 1 s clip, peak-normalised.
 Engines are run in batches: espeak-ng once per voice (SSML words separated by 800 ms breaks, cut
-apart at the silences), festival once per split (a Scheme script writing one file per clip), flite once
+apart at the silences; a variant whose sound fills the breaks is run once per word), festival once per split (a Scheme script writing one file per clip), flite once
 per clip (it has no usable break).
 """
 
@@ -140,10 +140,12 @@ def _espeak_batch(voice: str, plans: list[dict], tmp: Path) -> list[tuple[np.nda
     run(["espeak-ng", "-m", "-v", voice, "-w", str(path), f"<speak>{body}</speak>"])
     wave, sr = canonical.read_audio(path)
     islands = _islands(wave, sr)
-    if len(islands) != len(plans):
-        raise RenderError(f"espeak-ng voice {voice}: {len(islands)} words in a batch of {len(plans)}; "
-                          "the words could not be cut apart")
-    return [(wave[a:b], sr) for a, b in islands]
+    if len(islands) == len(plans):
+        return [(wave[a:b], sr) for a, b in islands]
+    if len(plans) == 1:
+        return [(wave, sr)]
+    # a variant whose sound fills the breaks (echo, breath noise): one run per word instead
+    return [res for p in plans for res in _espeak_batch(voice, [p], tmp)]
 
 
 def _flite(plan: dict, tmp: Path) -> tuple[np.ndarray, int]:
