@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 
+from ...errors import InvalidInputError
+
 SPLITS = ("train", "val", "test")
 
 
@@ -17,7 +19,7 @@ def rank_split(items, key=str) -> dict[str, list]:
     test, the next eighth (at least one) val, the rest train. Needs at least three items."""
     ranked = sorted(items, key=lambda i: hashlib.sha256(key(i).encode()).hexdigest())
     if len(ranked) < 3:
-        raise ValueError(f"a three-way split needs at least 3 units, got {len(ranked)}")
+        raise InvalidInputError(f"a three-way split needs at least 3 units, got {len(ranked)}")
     n_test = max(1, round(len(ranked) / 4))
     n_val = max(1, round(len(ranked) / 8))
     return {"train": ranked[n_test + n_val:], "val": ranked[n_test:n_test + n_val], "test": ranked[:n_test]}
