@@ -8,8 +8,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEB_STAMP := $(VENV)/.debian
-# Real data the embedded world is built from (Debian packages).
-DEB_PACKAGES := dataset-fashion-mnist fonts-aenigma fonts-dejavu-core
+# Real data the embedded world is built from (Debian packages): images, then the audio world's sound engines,
+# soundfont and festival voices (platonic.world.audio.tools.DEBIAN_PACKAGES).
+DEB_PACKAGES := dataset-fashion-mnist fonts-aenigma fonts-dejavu-core \
+                fluidsynth fluid-soundfont-gm espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
 
 .PHONY: setup demo test bench clean debian
 
@@ -25,7 +27,8 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 	touch $(STAMP)
 
 # Installs the Debian data packages when missing; needs root (as on this project's machines and CI).
-$(DEB_STAMP): | $(VENV)/bin/python
+# Re-checked whenever the Makefile (so the package list) changes.
+$(DEB_STAMP): Makefile | $(VENV)/bin/python
 	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
