@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...errors import InvalidInputError
 from . import canonical
 from .splits import rank_split
 from .tasks import CHORD_QUALITIES, DRUM_SOUNDS, INSTRUMENT_FAMILIES
@@ -120,7 +121,7 @@ def plan_clip(task: str, label: int, split: str, rng: np.random.Generator) -> tu
             notes = notes[1:] + [notes[0] + 12]
         events = _note_events(MELODIC_CHANNEL, notes, rng, strum_ms=20)
     else:
-        raise KeyError(task)
+        raise InvalidInputError(f"unknown instrument task {task!r}; use drums, instrument, pitch or chord")
     return f"gm-program-{program}", program, events
 
 
