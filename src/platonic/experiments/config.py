@@ -149,20 +149,26 @@ class ExperimentConfig(BaseModel):
         return self
 
 
+def read_yaml(path: Path, what: str):
+    """The parsed YAML of `path` (a setup or a recipe, named `what` in errors); one-line errors for a file
+    that cannot be read, is not UTF-8, or is not YAML."""
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read the {what} {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"the {what} {path} is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
+    except yaml.YAMLError as exc:
+        raise InvalidInputError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
+
+
 def read_config(path: Path, task_arithmetic: bool = False) -> ExperimentConfig:
     """Parse and validate a YAML setup; relative data / source paths are taken from the file's folder.
 
     task_arithmetic: for the task-arithmetic experiment, which fine-tunes itself (one model suffices,
     no sources needed)."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read the experiment setup {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"the experiment setup {path} is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
-    except yaml.YAMLError as exc:
-        raise InvalidInputError(f"{path} is not valid YAML: {exc}") from None
+    raw = read_yaml(path, "experiment setup")
     if not isinstance(raw, dict):
         raise InvalidInputError(f"{path}: expected a mapping with models, tasks, sources (see `platonic experiment --help`)")
     try:

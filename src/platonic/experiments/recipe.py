@@ -32,7 +32,6 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..adapter import AdaptConfig
@@ -41,7 +40,7 @@ from ..finetune import FinetuneConfig
 from ..data.probes import CONTROL_PER_CLASS, CONTROL_SEED, PROBES_PER_CLASS, PROBE_SEED
 from ..solve import DEFAULT_MU_A, DEFAULT_MU_B
 from ..terms import default_alpha, parse_terms
-from .config import DataSetConfig, ExperimentConfig, _resolve
+from .config import DataSetConfig, ExperimentConfig, _resolve, read_yaml
 
 ROUTES = ("closed_form", "adapter")
 
@@ -296,15 +295,7 @@ def parse_recipe(raw, where: str = "recipe", root: Path | None = None) -> Recipe
 def read_recipe(path) -> Recipe:
     """Read and validate a recipe YAML file; relative paths are read from its folder."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read the recipe {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"the recipe {path} is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
-    except yaml.YAMLError as exc:
-        raise InvalidInputError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
-    return parse_recipe(raw, str(path), path.parent)
+    return parse_recipe(read_yaml(path, "recipe"), str(path), path.parent)
 
 
 def recipe_json(recipe: Recipe) -> dict:
