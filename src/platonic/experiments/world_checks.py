@@ -26,10 +26,19 @@ from ..storage import atomic_write
 from .diagnostics import descriptor_cosines
 from .fastpath import FeatureStore, single_thread
 from .setup import ExperimentSetup, measure_on_grids
-from .world_diagnostics import diagnose
+from .world_diagnostics import FIT_ITERATIONS, diagnose
 
 KINDS = ("full", "lora")
 REPORT_VERSION = 4
+# L-BFGS budget of the diagnostics' two ceilings per world profile: the tiny world exists for tests
+# (its figures mean nothing), and 500 iterations there took 6 of its report's 8 minutes.
+FIT_ITERATIONS_BY_PROFILE = {"tiny": 50}
+
+
+def fit_iterations(path: Path) -> int:
+    """The diagnostics' fit budget for the world built in `path` (its build.json names the profile)."""
+    profile = json.loads((Path(path) / "build.json").read_text()).get("profile")
+    return FIT_ITERATIONS_BY_PROFILE.get(profile, FIT_ITERATIONS)
 
 
 def _mean(xs) -> float:
@@ -82,7 +91,7 @@ def measure_world(path: Path, progress: bool = False) -> dict:
             out["transfer"][kind] = cells
             if kind == "full":  # the default source kind: ceilings of a last-layer edit, locality, effective rank
                 train = {t: world.split(t, "train") for t in task_names}
-                out["diagnostics"] = diagnose(store, train, descriptors, progress=progress)
+                out["diagnostics"] = diagnose(store, train, descriptors, progress=progress, fit_iterations=fit_iterations(path))
             cos = descriptor_cosines(names, task_names, on_grid)["cosine"]
             out["agreement"][kind] = {t: {"same_task_cross_model": c["cross_model"], "cross_task_within_model": c["cross_task"]}
                                       for t, c in cos.items()}

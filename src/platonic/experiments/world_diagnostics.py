@@ -8,7 +8,7 @@ Per (model, task), from cached features (`FeatureStore`) and the model's own des
 - `best_linear_map`: the best d x d map M of the embedding against the frozen prompts, trained with
   cross-entropy on the train split, logits = s * normalise(M z) G^T, test top-1 (what *any* edit of
   the last linear layer could reach; s: the model's logit scale, or 100 where it has none). Both are
-  fitted by full-batch L-BFGS for a fixed budget (500 iterations), so they are lower bounds of the
+  fitted by full-batch L-BFGS for a fixed budget (500 iterations; 50 on the tiny test world), so they are lower bounds of the
   ceilings (measured on the world: 60 iterations read 5-13 points low, 1,000 at most 4 above 500);
 - `oracle_alpha05`, `oracle_alpha1`: the model's own descriptor through the closed form, folded at
   alpha (test top-1), and `residual`, the solve's first-order relative residual ||F X G^T - U|| / ||U||;
@@ -65,8 +65,11 @@ def prompt_leak(own: torch.Tensor, others: list[torch.Tensor]) -> float:
     return sum(fractions) / len(fractions)
 
 
-def _fit(parameters: list[torch.Tensor], loss_fn, iterations: int = 500) -> None:
-    """Full-batch L-BFGS (strong Wolfe) on `loss_fn()`; deterministic."""
+FIT_ITERATIONS = 500  # L-BFGS iterations of the linear probe and the best linear map
+
+
+def _fit(parameters: list[torch.Tensor], loss_fn, iterations: int = FIT_ITERATIONS) -> None:
+    """Full-batch L-BFGS (strong Wolfe, at most `iterations` steps) on `loss_fn()`; deterministic."""
     opt = torch.optim.LBFGS(parameters, lr=1.0, max_iter=iterations, line_search_fn="strong_wolfe")
 
     def closure():
@@ -79,25 +82,26 @@ def _fit(parameters: list[torch.Tensor], loss_fn, iterations: int = 500) -> None
 
 
 def linear_probe(z_train: torch.Tensor, y_train: torch.Tensor, z_test: torch.Tensor, y_test: torch.Tensor,
-                 classes: int, weight_decay: float = 1e-4) -> float:
+                 classes: int, weight_decay: float = 1e-4, iterations: int = FIT_ITERATIONS) -> float:
     """Test top-1 of softmax regression W (C, d), b (C,) fitted on standardised normalise(z_train) (n, d)."""
     x, xt = (torch.nn.functional.normalize(t.double(), dim=1) for t in (z_train, z_test))
     mean, std = x.mean(dim=0), x.std(dim=0).clamp_min(1e-8)  # the probe's weight decay acts on unit-variance inputs
     x, xt = (x - mean) / std, (xt - mean) / std
     W = torch.zeros(classes, x.shape[1], dtype=torch.float64, requires_grad=True)
     b = torch.zeros(classes, dtype=torch.float64, requires_grad=True)
-    _fit([W, b], lambda: torch.nn.functional.cross_entropy(x @ W.T + b, y_train) + weight_decay * W.pow(2).sum())
+    _fit([W, b], lambda: torch.nn.functional.cross_entropy(x @ W.T + b, y_train) + weight_decay * W.pow(2).sum(), iterations)
     with torch.no_grad():
         return float(((xt @ W.T + b).argmax(1) == y_test).double().mean())
 
 
 def best_linear_map(z_train: torch.Tensor, y_train: torch.Tensor, z_test: torch.Tensor, y_test: torch.Tensor,
-                    prompts: torch.Tensor, scale: float) -> float:
+                    prompts: torch.Tensor, scale: float, iterations: int = FIT_ITERATIONS) -> float:
     """Test top-1 of the best map M (d, d), from I, for CE(scale * normalise(z M^T) G^T, y) on the train split."""
     G = torch.nn.functional.normalize(prompts.double(), dim=1)
     x = z_train.double()
     M = torch.eye(x.shape[1], dtype=torch.float64, requires_grad=True)
-    _fit([M], lambda: torch.nn.functional.cross_entropy(scale * torch.nn.functional.normalize(x @ M.T, dim=1) @ G.T, y_train))
+    _fit([M], lambda: torch.nn.functional.cross_entropy(scale * torch.nn.functional.normalize(x @ M.T, dim=1) @ G.T, y_train),
+         iterations)
     with torch.no_grad():
         return top1(z_test.double() @ M.T, G, y_test)
 
@@ -110,8 +114,11 @@ def _logit_scale(model) -> float:
         return 100.0
 
 
-def diagnose(store: FeatureStore, train: dict[str, EvalSet], descriptors: dict, progress: bool = False) -> dict:
+def diagnose(store: FeatureStore, train: dict[str, EvalSet], descriptors: dict, progress: bool = False,
+             fit_iterations: int = FIT_ITERATIONS) -> dict:
     """The table above for every (model, task) of `store.setup`; train[task] is its labelled train split.
+
+    fit_iterations: the L-BFGS budget of the linear probe and the best linear map (the two ceilings).
 
     descriptors[(model, task)]: the model's own descriptor of the task (its oracle).
     """
@@ -140,8 +147,10 @@ def diagnose(store: FeatureStore, train: dict[str, EvalSet], descriptors: dict, 
             other_motion = torch.stack([store.delta(m, setup.tasks[s].test, key).norm(dim=1).mean() for s in tasks if s != t]).mean()
             rows[t] = {
                 "zero_shot": zero[t],
-                "linear_probe": linear_probe(z_train, train[t].labels, z_test, spec.test.labels, len(spec.prompts)),
-                "best_linear_map": best_linear_map(z_train, train[t].labels, z_test, spec.test.labels, prompts, _logit_scale(model)),
+                "linear_probe": linear_probe(z_train, train[t].labels, z_test, spec.test.labels, len(spec.prompts),
+                                             iterations=fit_iterations),
+                "best_linear_map": best_linear_map(z_train, train[t].labels, z_test, spec.test.labels, prompts, _logit_scale(model),
+                                                   iterations=fit_iterations),
                 "oracle_alpha05": at[0.5], "oracle_alpha1": at[1.0], "residual": op.residual,
                 "own_gain": at[1.0] - zero[t], "others_change": sum(others) / len(others) if others else 0.0,
                 "controls_change": sum(ctrl) / len(ctrl) if ctrl else 0.0,
