@@ -131,3 +131,56 @@ def test_full_finetune_never_trains_an_appended_identity_site(setup):
     assert torch.equal(appended.linear.weight, torch.eye(d, dtype=appended.linear.weight.dtype))
     assert not torch.equal(ft.tower[0].weight, model.tower[0].weight)  # the rest did train
     site.remove()
+
+
+def test_the_schedule_is_cosine_or_constant_after_the_warm_up():
+    import math
+
+    cosine = FinetuneConfig(steps=10, warmup_steps=2)
+    assert [cosine.lr_factor(s, 10) for s in (0, 1)] == [0.5, 1.0]  # linear warm-up (step + 1) / w
+    assert cosine.lr_factor(2, 10) == 1.0 and cosine.lr_factor(9, 10) == pytest.approx(0.5 * (1 + math.cos(math.pi * 7 / 8)))
+    constant = cosine.model_copy(update={"schedule": "constant"})
+    assert [constant.lr_factor(s, 10) for s in range(10)] == [0.5] + [1.0] * 9  # the paper's sources (method.md §1.6)
+    with pytest.raises(Exception, match="schedule"):
+        FinetuneConfig(schedule="linear")
+
+
+def test_epochs_set_the_length_from_the_train_split(setup):
+    from pydantic import ValidationError
+
+    cfg = FinetuneConfig(epochs=3, batch_size=32, lr=1e-3, schedule="constant")
+    assert cfg.total_steps(100) == 10 and cfg.total_steps(96) == 9 and cfg.total_steps(5) == 1  # ceil(3 n / 32)
+    assert FinetuneConfig(steps=7).total_steps(10_000) == 7
+    assert FinetuneConfig(epochs=1, warmup_fraction=0.5).warmup(cfg.total_steps(100)) == 5  # of the run's own length
+    with pytest.raises(ValidationError, match="steps or epochs"):
+        FinetuneConfig(steps=5, epochs=1)
+    x, y, prompts = train_split(setup)
+    _, losses = finetune(setup.models["m0"], x, y, prompts, cfg, progress=False)
+    assert len(losses) == -(-3 * len(x) // 32)  # ceil
+
+
+def test_orthoreg_on_lora_sees_the_update_the_forward_pass_applies():
+    """peft 0.21 applies the out_proj LoRA of a packed nn.MultiheadAttention twice (forward and merge):
+    the deltas OrthoReg penalises are the merged weights minus the pre-trained ones, layer by layer."""
+    from platonic.lora import attach_lora, lora_weight_deltas
+
+    class Tower(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(8, 2)
+            self.fc = torch.nn.Linear(8, 8)
+
+    torch.manual_seed(0)
+    tower = Tower()
+    before = {k: v.clone() for k, v in tower.state_dict().items()}
+    wrapped = attach_lora(tower, ["attn", "fc"], rank=2, alpha=4.0, spec="test tower", seed=0)
+    with torch.no_grad():
+        for name, p in wrapped.named_parameters():
+            if "lora_B" in name:
+                p.normal_()
+    deltas = lora_weight_deltas(wrapped)
+    merged = wrapped.merge_and_unload().state_dict()
+    realised = [merged[k] - before[k] for k in ("attn.in_proj_weight", "attn.out_proj.weight", "fc.weight")]
+    assert len(deltas) == 3
+    for r in realised:  # every realised update is one of the penalised deltas
+        assert any(d.shape == r.shape and torch.allclose(d, r, atol=1e-5) for d in deltas)

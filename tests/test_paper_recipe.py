@@ -35,6 +35,12 @@ def test_the_paper_recipe_has_the_eight_tasks_and_two_controls_of_the_registry(r
 def test_the_paper_recipe_uses_the_papers_source_fine_tunes_and_strengths(recipe):
     ft = recipe.finetune
     assert (ft.mode, ft.lora_rank, ft.lora_alpha, ft.lr, ft.batch_size, ft.weight_decay) == ("lora", 4, 8.0, 1e-4, 32, 0.01)
+    assert (ft.schedule, ft.epochs, ft.warmup()) == ("constant", 3, 0)  # 3 epochs at a constant lr (method.md §1.6)
+    from platonic.experiments.config import task_finetune
+
+    per_task = {t: task_finetune(ft, t, cfg.finetune) for t, cfg in recipe.tasks.items()}
+    assert per_task["sun397"].epochs == 1 and per_task["sun397"].schedule == "constant"  # SUN397: 1 epoch
+    assert all(c == ft for t, c in per_task.items() if t != "sun397")
     edits = {e.name: e for e in recipe.edits}
     assert len(edits["addition"].terms) == 28 and edits["addition"].alpha == 0.5
     assert all(list(c.values()) == [1.0, 1.0] for c in edits["addition"].terms)

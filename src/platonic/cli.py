@@ -308,9 +308,13 @@ def finetune(
     orthoreg: float = typer.Option(0.0, "--orthoreg", help="OrthoReg's lambda (method.md §2); 0: off."),
     template: str = typer.Option(None, "--template", help="Prompt template with one {} (default: the registry's, "
                                  "else 'a photo of a {}.')."),
-    steps: int = typer.Option(200, "--steps", min=1, help="Optimiser steps."),
+    steps: int = typer.Option(None, "--steps", min=1, help="Optimiser steps (default 200)."),
+    epochs: float = typer.Option(None, "--epochs", help="Passes over the train split instead of --steps "
+                                 "(the paper's sources: 3; SUN397: 1)."),
     batch_size: int = typer.Option(64, "--batch-size", min=1),
-    lr: float = typer.Option(1e-4, "--lr", help="AdamW learning rate (cosine schedule)."),
+    lr: float = typer.Option(1e-4, "--lr", help="AdamW learning rate."),
+    schedule: str = typer.Option("cosine", "--schedule", help="cosine (decay to 0) or constant (the paper's "
+                                 "sources), after the warm-up."),
     weight_decay: float = typer.Option(0.1, "--weight-decay"),
     lora_rank: int = typer.Option(4, "--lora-rank", min=1, help="LoRA rank (the paper's sources: 4)."),
     lora_alpha: float = typer.Option(8.0, "--lora-alpha", help="LoRA alpha (the paper's sources: 8)."),
@@ -345,9 +349,11 @@ def finetune(
             raise InvalidInputError(f"--task {task!r}: write NAME or NAME=SOURCE")
         data = open_task(name, source or None, template=template)
         try:
-            config = FinetuneConfig(mode=mode, steps=steps, batch_size=batch_size, lr=as_finite_scalar("--lr", lr),
-                                    weight_decay=weight_decay, orthoreg=as_finite_scalar("--orthoreg", orthoreg),
-                                    lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets, seed=seed)
+            length = {k: v for k, v in (("steps", steps), ("epochs", epochs)) if v is not None}
+            config = FinetuneConfig(mode=mode, **length, batch_size=batch_size, lr=as_finite_scalar("--lr", lr),
+                                    schedule=schedule, weight_decay=weight_decay,
+                                    orthoreg=as_finite_scalar("--orthoreg", orthoreg), lora_rank=lora_rank,
+                                    lora_alpha=lora_alpha, lora_targets=lora_targets, seed=seed)
         except ValidationError as exc:
             raise InvalidInputError("; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}"
                                               for e in exc.errors())) from None

@@ -7,14 +7,16 @@ The classification head is the model's own normalised prompt embeddings G (M, d)
 
 with the OrthoReg term (method.md §2) over every trainable 2-D parameter's update dW = W - W_0
 (recomputed each step; the Gram matrix on the smaller side; the norm *not* squared), or over
-dW = (alpha / r) B A for LoRA layers, and the optional replay term (weight rho = `replay`) over a batch r
-of `replay_inputs` (other data the fine-tune should leave where it was; z_pre is the model before
+dW = (alpha / r) B A for LoRA layers (as the forward pass applies it: `platonic.lora.lora_weight_deltas`),
+and the optional replay term (weight rho = `replay`) over a batch r of `replay_inputs` (other data the fine-tune should leave where it was; z_pre is the model before
 fine-tuning). Modes: "full" (the whole tower and its edit site), "attention" (ATT-FT: the weight
 matrices of the blocks' attention q, k, v and output projections only, `platonic.attention`), "lora"
 (peft LoRA on the model's `lora_target_modules`, its attention q/v projections where it has them; with
 `lora_targets="attention"`, LoRA-ATT on q, k, v and the output projection), "linear" (tangent
 fine-tuning of the tower's first-order Taylor expansion around theta_0, `platonic.linearize`; the
 result is a `LinearizedEncoder` and the OrthoReg term is over its dtheta).
+AdamW; the lr rises linearly over the warm-up, then decays on a cosine to 0 (`schedule="cosine"`) or stays
+(`"constant"`, the paper's sources, method.md §1.6); a run is `steps` long, or `epochs` passes over its inputs.
 `ascent=True` maximises the loss instead (the gradient-ascent negation baseline).
 An appended identity edit site (`AppendedLinearSite`) is not part of the model and is never trained.
 """
@@ -31,9 +33,12 @@ from .attention import attention_lora_modules, attention_weight_names
 from .edit import appended_identity_parameters
 from .errors import InvalidInputError
 from .linearize import LinearizedEncoder, linearisable_names, tangent_forward
-from .lora import attach_lora, lora_layer_names_without_grad
+from .lora import attach_lora, lora_layer_names_without_grad, lora_weight_deltas
 from .models import DualEncoder
 from .progress import track
+
+
+DEFAULT_STEPS = 200
 
 
 class FinetuneConfig(BaseModel):
@@ -42,12 +47,14 @@ class FinetuneConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     mode: Literal["full", "attention", "lora", "linear"] = "full"
-    steps: int = Field(200, ge=1)
+    steps: int | None = Field(None, ge=1)  # optimiser steps; None: DEFAULT_STEPS, or the length `epochs` gives
+    epochs: float | None = Field(None, gt=0)  # instead of steps: ceil(epochs * n / batch_size) for n train items
     batch_size: int = Field(64, ge=1)
     lr: float = Field(1e-4, gt=0)
+    schedule: Literal["cosine", "constant"] = "cosine"  # after the warm-up: cosine decay to 0, or constant lr
     weight_decay: float = Field(0.1, ge=0)
     warmup_steps: int = Field(0, ge=0)
-    warmup_fraction: float = Field(0.0, ge=0, lt=1)  # warm-up as a fraction of `steps` (at least one step)
+    warmup_fraction: float = Field(0.0, ge=0, lt=1)  # warm-up as a fraction of the steps (at least one step)
     grad_clip: float | None = 1.0
     logit_scale: float | None = Field(100.0, gt=0)  # None: the model's own learned scale
     lora_rank: int = Field(4, ge=1)
@@ -60,16 +67,39 @@ class FinetuneConfig(BaseModel):
     seed: int = 0
 
     @model_validator(mode="after")
-    def _one_warmup(self) -> "FinetuneConfig":
+    def _one_length_one_warmup(self) -> "FinetuneConfig":
         if self.warmup_steps and self.warmup_fraction:
             raise InvalidInputError("give warmup_steps or warmup_fraction, not both")
+        if self.epochs is not None and self.steps is not None:
+            raise InvalidInputError("give steps or epochs, not both")
         return self
 
-    def warmup(self) -> int:
-        """Warm-up length in steps: `warmup_steps`, or max(1, int(steps * warmup_fraction))."""
+    def total_steps(self, n: int | None = None) -> int:
+        """Optimiser steps on a train split of n items: `steps` (default DEFAULT_STEPS), or
+        ceil(epochs * n / batch_size)."""
+        if self.epochs is None:
+            return DEFAULT_STEPS if self.steps is None else self.steps
+        if n is None:
+            raise InvalidInputError("a fine-tune of `epochs` needs the size of its train split to know its length")
+        return max(1, math.ceil(self.epochs * n / self.batch_size))
+
+    def warmup(self, steps: int | None = None) -> int:
+        """Warm-up length of a run of `steps` (default `total_steps()`): `warmup_steps`, or
+        max(1, int(steps * warmup_fraction))."""
         if self.warmup_fraction:
-            return max(1, int(self.steps * self.warmup_fraction))
+            return max(1, int((self.total_steps() if steps is None else steps) * self.warmup_fraction))
         return self.warmup_steps
+
+    def lr_factor(self, step: int, steps: int) -> float:
+        """The lr multiplier of `step` (0-based) in a run of `steps`: linear warm-up (step + 1) / w over the
+        first w = warmup(steps) steps, then 0.5 (1 + cos(pi (step - w) / max(1, steps - w))) ("cosine") or 1."""
+        warmup = self.warmup(steps)
+        if step < warmup:
+            return (step + 1) / warmup
+        if self.schedule == "constant":
+            return 1.0
+        progress = (step - warmup) / max(1, steps - warmup)
+        return 0.5 * (1 + math.cos(math.pi * progress))
 
 
 # The gradient-ascent negation baseline (method.md §1.7): a short labelled run, loss negated, one
@@ -104,17 +134,6 @@ def _trainable(ft: DualEncoder, mode: str) -> list[tuple[str, torch.nn.Parameter
     if mode == "attention":
         named = {k: named[k] for k in attention_weight_names(ft.tower, ft.spec)}
     return list(named.items())
-
-
-def _lora_deltas(tower: torch.nn.Module) -> list[torch.Tensor]:
-    """dW = scaling * B A of every LoRA layer (peft), for OrthoReg."""
-    out = []
-    for module in tower.modules():
-        if hasattr(module, "lora_A") and hasattr(module, "lora_B"):
-            for key in module.lora_A:
-                A, B = module.lora_A[key].weight, module.lora_B[key].weight
-                out.append(module.scaling[key] * (B @ A))
-    return out
 
 
 def _replay_targets(model: DualEncoder, config: FinetuneConfig, replay_inputs) -> torch.Tensor | None:
@@ -177,21 +196,13 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
         initial = [p.detach().clone() for p in params] if config.orthoreg else None
 
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-
-    warmup = config.warmup()
-
-    def schedule(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress_frac = (step - warmup) / max(1, config.steps - warmup)
-        return 0.5 * (1 + math.cos(math.pi * progress_frac))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    steps = config.total_steps(len(inputs))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: config.lr_factor(step, steps))
     gen = torch.Generator().manual_seed(config.seed)
     replay_gen = torch.Generator().manual_seed(config.seed + 1)
     order, cursor, losses = torch.randperm(len(inputs), generator=gen), 0, []
     ft.tower.train()
-    for _ in track(range(config.steps), description=f"fine-tuning ({config.mode})", enabled=progress):
+    for _ in track(range(steps), description=f"fine-tuning ({config.mode})", enabled=progress):
         if cursor + config.batch_size > len(order):
             order, cursor = torch.randperm(len(inputs), generator=gen), 0
         idx = order[cursor : cursor + config.batch_size]
@@ -206,7 +217,7 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
             z_r = torch.nn.functional.normalize(forward(ft.prepare_probes(replay_inputs[r])).float(), dim=1)
             loss = loss + config.replay * (z_r - replay_targets[r.to(replay_targets.device)]).pow(2).sum(1).mean()
         if config.orthoreg:
-            deltas = _lora_deltas(ft.tower) if peft_model is not None else [p - p0 for p, p0 in zip(params, initial)]
+            deltas = lora_weight_deltas(ft.tower) if peft_model is not None else [p - p0 for p, p0 in zip(params, initial)]
             loss = loss + config.orthoreg * orthoreg_penalty(deltas)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

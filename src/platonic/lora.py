@@ -52,3 +52,50 @@ def require_lora_runs(peft_model, loss: torch.Tensor, spec: str) -> None:
         raise InvalidInputError(f"{spec}: the LoRA layers on {', '.join(silent[:4])}{' …' if len(silent) > 4 else ''} "
                                 "never run in the tower's forward pass (it reads their weights directly), so they "
                                 "cannot learn; name other target modules")
+
+
+def lora_weight_deltas(tower: torch.nn.Module) -> list[torch.Tensor]:
+    """dW (out, in) of every LoRA layer of a peft-wrapped `tower`, as its forward pass applies it.
+
+    dW = scaling * B A, times `packed_out_proj_factor()` for the output projection inside a packed
+    nn.MultiheadAttention, which peft applies more than once. OrthoReg's penalty acts on these.
+    """
+    from peft.tuners.lora.layer import MultiheadAttention as LoraMultiheadAttention
+
+    inner_out_proj = {id(m.get_base_layer().out_proj) for m in tower.modules() if isinstance(m, LoraMultiheadAttention)}
+    out = []
+    for module in tower.modules():
+        if hasattr(module, "lora_A") and hasattr(module, "lora_B"):
+            factor = packed_out_proj_factor() if id(module) in inner_out_proj else 1.0
+            for key in module.lora_A:
+                A, B = module.lora_A[key].weight, module.lora_B[key].weight
+                out.append((factor * module.scaling[key]) * (B @ A))
+    return out
+
+
+_PACKED_FACTOR: list[float] = []
+
+
+def packed_out_proj_factor() -> float:
+    """How many times this peft applies the out_proj LoRA of a packed nn.MultiheadAttention: 2 in peft
+    0.21 (huggingface/peft PR 3774), 1 once fixed. Measured once on a tiny layer by merging it."""
+    if not _PACKED_FACTOR:
+        from peft import LoraConfig, get_peft_model
+
+        class _One(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = torch.nn.MultiheadAttention(4, 1)
+
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            probe = _One()
+            before = probe.attn.out_proj.weight.detach().clone()
+            wrapped = get_peft_model(probe, LoraConfig(r=1, lora_alpha=1, target_modules=["attn"]))
+            inner = wrapped.base_model.model.attn.get_base_layer().out_proj
+            with torch.no_grad():
+                inner.lora_B["default"].weight.fill_(1.0)
+                expected = inner.scaling["default"] * inner.lora_B["default"].weight @ inner.lora_A["default"].weight
+                realised = wrapped.merge_and_unload().attn.out_proj.weight - before
+            _PACKED_FACTOR.append(float((realised * expected).sum() / (expected * expected).sum()))
+    return _PACKED_FACTOR[0]

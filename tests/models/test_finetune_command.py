@@ -83,3 +83,17 @@ def test_finetune_refuses_bad_input_in_one_line(tmp_path, hf_task):
     result = run("finetune", SPEC, "--task", hf_task, "-o", tmp_path / "taken")
     assert result.exit_code != 0 and "not a previous platonic fine-tune directory" in result.output
     assert all(len(line) for line in result.output.strip().splitlines()[:1])
+
+
+def test_finetune_runs_epochs_at_a_constant_lr_as_the_papers_sources(tmp_path, hf_task):
+    out = tmp_path / "ft-epochs"
+    result = run("finetune", SPEC, "--task", hf_task, "--mode", "lora", "--epochs", 1, "--batch-size", 4,
+                 "--schedule", "constant", "-o", out)
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "finetune.json").read_text())
+    assert record["config"]["schedule"] == "constant" and record["config"]["epochs"] == 1
+    assert len(record["losses"]) == 3  # one pass over the 12 train images at batch 4
+    for args, message in ((("--steps", 2, "--epochs", 1), "steps or epochs"), (("--schedule", "linear"), "schedule")):
+        result = run("finetune", SPEC, "--task", hf_task, *args, "-o", tmp_path / "x")
+        assert result.exit_code != 0 and message in result.output, result.output
+        assert "Traceback" not in result.output

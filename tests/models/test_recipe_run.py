@@ -124,6 +124,12 @@ BAD = [
     ({"exports": [{"edit": "forget", "target": "oc", "path": "x"}]}, "exports.0.terms: edit 'forget' has 2 compositions"),
     ({"finetune": None, "sources": {}}, "no fine-tuned source for"),
     ({"edits": [{"name": "x", "terms": "reds:+1", "adapter": {"rank": 0}}]}, "edits.0.adapter.rank"),
+    ({"tasks": {"reds": {"data": "data/reds", "finetune": {"schedule": "linear"}}, "blues": {"data": "data/blues"}}},
+     "tasks.reds.finetune: schedule: Input should be 'cosine' or 'constant'"),
+    ({"tasks": {"reds": {"data": "data/reds", "finetune": {"epochs": 1}}, "blues": {"data": "data/blues"}},
+      "finetune": None}, "tasks.reds.finetune changes the `finetune:` block, which is missing; add one"),
+    ({"controls": {"mixed": {"data": "data/mixed", "finetune": {"epochs": 1}}}},
+     "controls.mixed.finetune: nothing is fine-tuned on a control"),
     ({"models": {"oc": "open_clip:ViT-Nope"}, "edits": [{"name": "x", "terms": "reds:+1", "sources": "self"}], "exports": []},
      "models.oc: open_clip has no architecture 'ViT-Nope'"),
 ]
@@ -144,3 +150,15 @@ def test_a_bad_recipe_is_one_line_naming_the_field(recipe_dir, change, message):
 def test_check_validates_without_loading(recipe_dir):
     result = CliRunner().invoke(app, ["run", str(recipe_dir / "recipe.yaml"), "--check"])
     assert result.exit_code == 0 and "valid; 2 models, 2 tasks, 1 controls, 3 edits (7 cells), 3 exports" in result.output
+
+
+def test_a_tasks_finetune_change_replaces_the_blocks_length():
+    from platonic.experiments.config import task_finetune
+    from platonic.finetune import FinetuneConfig
+
+    block = FinetuneConfig(mode="lora", steps=50, lr=1e-3, schedule="constant")
+    one_epoch = task_finetune(block, "sun397", {"epochs": 1})
+    assert (one_epoch.epochs, one_epoch.steps, one_epoch.lr, one_epoch.mode, one_epoch.schedule) == (1, None, 1e-3, "lora", "constant")
+    assert one_epoch.total_steps(640) == 640 // 64
+    assert task_finetune(block, "dtd", None) is block and task_finetune(block, "dtd", {}) is block
+    assert task_finetune(FinetuneConfig(epochs=3), "x", {"steps": 9}).total_steps(10**6) == 9

@@ -18,7 +18,8 @@
       siglip: {cars: "hf:org/siglip-cars@0123abcd…"}   # a vision-only transformers checkpoint, hf:ORG/NAME[@REV]
     require_pinned: false                     # optional: refuse hub sources that name no commit
     finetune: {mode: lora, steps: 200, lr: 1e-3}   # optional: fine-tune the sources not listed above (cached:
-                                              #   a second run with the same settings and data trains nothing)
+                                              #   a second run with the same settings and data trains nothing);
+                                              #   a task may change it: tasks: {sun397: {finetune: {epochs: 1}}}
     gradient_ascent: {steps: 20, lr: 1e-5}  # optional: the negation baseline's budget (loss negated)
     related_group: [cars, dtd]                # optional: the generalisation experiment's related tasks
     held_out: aircraft                        #   and its held-out related task
@@ -76,6 +77,7 @@ class DataSetConfig(BaseModel):
     template: str | None = None
     classes: dict[str, str] | None = None  # source label name (e.g. class folder) -> class name in the prompts
     label_column: str | None = None  # hf: the column holding the labels (default: "label" or the only ClassLabel)
+    finetune: dict | None = None  # this task's changes to the `finetune:` block, e.g. {epochs: 1} (`task_finetune`)
 
     @field_validator("data", mode="before")
     @classmethod
@@ -88,6 +90,35 @@ class DataSetConfig(BaseModel):
         if v is not None and v.count("{}") != 1:
             raise InvalidInputError(f"template {v!r} must contain exactly one '{{}}' for the class name")
         return v
+
+
+def task_finetune(block: FinetuneConfig | None, task: str, override: dict | None) -> FinetuneConfig | None:
+    """The `finetune:` block with task `task`'s own changes (`tasks: {sun397: {finetune: {epochs: 1}}}`).
+
+    A length given for the task (steps or epochs) replaces the block's, whichever of the two it gave.
+    """
+    if not override:
+        return block
+    if block is None:
+        raise InvalidInputError(f"tasks.{task}.finetune changes the `finetune:` block, which is missing; add one")
+    fields = block.model_dump(exclude_unset=True)
+    for length, other in (("steps", "epochs"), ("epochs", "steps")):
+        if length in override:
+            fields.pop(other, None)
+    try:
+        return FinetuneConfig(**{**fields, **override})
+    except ValidationError as exc:
+        raise InvalidInputError(f"tasks.{task}.finetune: " + "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: "
+                                                                     f"{e['msg']}" for e in exc.errors())) from None
+
+
+def check_task_finetunes(tasks: dict, controls: dict, block: FinetuneConfig | None) -> None:
+    """Every task's `finetune:` changes apply to the block; controls are never fine-tuned on."""
+    for name, cfg in controls.items():
+        if cfg.finetune:
+            raise InvalidInputError(f"controls.{name}.finetune: nothing is fine-tuned on a control; remove it")
+    for name, cfg in tasks.items():
+        task_finetune(block, name, cfg.finetune)
 
 
 class ExperimentConfig(BaseModel):
@@ -146,6 +177,7 @@ class ExperimentConfig(BaseModel):
             raise InvalidInputError(f"related_group / held_out name unknown task(s) {', '.join(related)}")
         if self.held_out in self.related_group:
             raise InvalidInputError(f"held_out task {self.held_out!r} must not be in related_group")
+        check_task_finetunes(self.tasks, self.controls, self.finetune)
         return self
 
 
@@ -358,7 +390,8 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
         listed = config.sources.get(model, {}).get(task)
         if listed is not None:
             return load_finetuned(models[model], listed)
-        ft, hit = made_source(models[model], task, train[task], tasks[task].prompts, config.finetune)
+        ft, hit = made_source(models[model], task, train[task], tasks[task].prompts,
+                              task_finetune(config.finetune, task, config.tasks[task].finetune))
         trained[f"{model}/{task}"] = "cached" if hit else "trained"
         made[(model, task)] = TaskVector.from_models(models[model].module, ft.module)
         return ft

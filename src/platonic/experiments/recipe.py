@@ -40,7 +40,7 @@ from ..finetune import FinetuneConfig
 from ..data.probes import CONTROL_PER_CLASS, CONTROL_SEED, PROBES_PER_CLASS, PROBE_SEED
 from ..solve import DEFAULT_MU_A, DEFAULT_MU_B
 from ..terms import default_alpha, parse_terms
-from .config import DataSetConfig, ExperimentConfig, _resolve, read_yaml
+from .config import DataSetConfig, ExperimentConfig, _resolve, check_task_finetunes, read_yaml
 
 ROUTES = ("closed_form", "adapter")
 
@@ -188,6 +188,7 @@ class Recipe(BaseModel):
             if not self.cells_of(edit):
                 raise InvalidInputError(f"{where}.sources: no (target, source) pair: with sources: others every target "
                                         "needs another model; write sources: self (the target's own fine-tunes) or add models")
+        check_task_finetunes(self.tasks, self.controls, self.finetune)
         missing = sorted({f"{s}/{t}" for s, t in self.needed_sources() if t not in self.sources.get(s, {})})
         if missing and self.finetune is None:
             raise InvalidInputError(f"no fine-tuned source for {', '.join(missing)}: list each under sources, or add a "

@@ -37,7 +37,7 @@ from ..measurement import EmbeddingCache, load_finetuned, measure
 from ..models import load_model
 from ..progress import track
 from ..storage import atomic_directory
-from .config import _control_set, _task, check_files, made_source
+from .config import _control_set, _task, check_files, made_source, task_finetune
 from .fastpath import FeatureStore, SolveSettings, accuracy_end_to_end
 from .recipe import Recipe, recipe_json
 from .recipe_report import render_recipe_tables
@@ -106,7 +106,8 @@ class _Run:
         listed = self.recipe.sources.get(model, {}).get(task)
         if listed is not None:
             return load_finetuned(self.models[model], listed, require_pinned_revision=self.recipe.require_pinned)
-        ft, hit = made_source(self.models[model], task, self.train[task], self.tasks[task].prompts, self.recipe.finetune)
+        ft, hit = made_source(self.models[model], task, self.train[task], self.tasks[task].prompts,
+                              task_finetune(self.recipe.finetune, task, self.recipe.tasks[task].finetune))
         self.finetunes[f"{model}/{task}"] = "cached" if hit else "trained"
         return ft
 
