@@ -3,7 +3,8 @@
 Descriptors are measured with `platonic.measure` from each model's fine-tune on each task (the
 default source kind is the world's; see docs/world.md), on the task's fixed probes (30 per class
 from train, seed 42). The gradient-ascent negation baseline fine-tunes the target on the task's
-labelled train split with the loss negated, for the one fixed budget `platonic.finetune.GRADIENT_ASCENT`.
+labelled train split with the loss negated, for the one fixed budget `platonic.finetune.GRADIENT_ASCENT`
+(its task vectors kept in the fine-tune cache, `finetune_cache.cached_task_vector`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from ..finetune import GRADIENT_ASCENT, finetune
+from ..finetune import GRADIENT_ASCENT
 from ..task_vector import TaskVector
 from .diagnostics import descriptor_cosines
+from .finetune_cache import cached_task_vector
 from .setup import EvalSet, ExperimentSetup, TaskSpec, measure_on_grids
 
 DEFAULT_SOURCE_KIND = "full"  # measured: better cross-model agreement and larger gains (docs/world.md)
@@ -73,6 +75,17 @@ def world_parts(path: Path, models=None) -> WorldParts:
     return WorldParts(path, models, tasks, controls, data)
 
 
+def ascended(model, task: str, images, labels, prompts):
+    """(theta_0 + tau, hit): `model` after the gradient-ascent baseline on (images, labels), its task vector
+    tau from the fine-tune cache when there (a second demo trains nothing). The edit is rebuilt from tau
+    on a miss too, so a first and a cached run evaluate the same weights."""
+    tau, hit = cached_task_vector(model, task, images, labels, prompts, GRADIENT_ASCENT)
+    edited = model.copy_for_new_weights()
+    tau.add_to_(edited.module)
+    edited.invalidate_fingerprint()
+    return edited, hit
+
+
 def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DEFAULT_SOURCE_KIND,
                 progress: bool = True) -> ExperimentSetup:
     """Build the world if needed and describe it as an ExperimentSetup."""
@@ -90,8 +103,7 @@ def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DE
 
     def gradient_ascent(target: str, task: str):
         train = world.data[task].train
-        edited, _ = finetune(models[target], train.images, train.labels, tasks[task].prompts, GRADIENT_ASCENT, progress=False)
-        return edited
+        return ascended(models[target], task, train.images, train.labels, tasks[task].prompts)[0]
 
     return ExperimentSetup(f"world ({path.name}, sources: {source_kind} fine-tunes)", models, tasks, world.controls, descriptors,
                            related_group=tuple(wd.RELATED_GROUP), held_out=wd.HELD_OUT_RELATED,
