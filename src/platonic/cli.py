@@ -131,14 +131,17 @@ def _device_option():
 
 
 def load_probes(path: Path, option: str = "--probes"):
-    """A folder of images (made canonical) or a .safetensors file holding a tensor named 'probes' (`option`
-    names the flag in errors)."""
+    """A folder of images or of sound files (made canonical: `models.images`, `models.audio`) or a
+    .safetensors file holding a tensor named 'probes' (`option` names the flag in errors)."""
     from safetensors.torch import load_file
 
     from .errors import ArtifactError
+    from .models.audio import canonical_audio, is_audio_file
     from .models.images import canonical_images
 
     if path.is_dir():
+        if any(is_audio_file(p) for p in path.rglob("*")):
+            return canonical_audio(path)
         return canonical_images(path)
     if path.is_file() and path.suffix == ".safetensors":
         try:
@@ -150,8 +153,10 @@ def load_probes(path: Path, option: str = "--probes"):
             raise InvalidInputError(f"{path} holds no tensor named 'probes' (it has: {', '.join(tensors) or 'none'})")
         return tensors["probes"]
     if not path.exists():
-        raise InvalidInputError(f"{option} {path} does not exist; give a folder of images or a .safetensors file")
-    raise InvalidInputError(f"{option} {path}: give a folder of images or a .safetensors file with a 'probes' tensor")
+        raise InvalidInputError(f"{option} {path} does not exist; give a folder of images or sound files, or a "
+                                ".safetensors file")
+    raise InvalidInputError(f"{option} {path}: give a folder of images or sound files, or a .safetensors file with a "
+                            "'probes' tensor")
 
 
 def read_prompts(prompts: Path | None, classes: str | None, template: str) -> list[str]:

@@ -84,7 +84,7 @@ def image_probes():
 
 @pytest.fixture
 def audio_probes():
-    return 0.1 * torch.randn(3, 2 * 48000, generator=torch.Generator().manual_seed(0))
+    return 0.1 * torch.randn(3, 2 * 16000, generator=torch.Generator().manual_seed(0))  # 2 s of canonical 16 kHz audio
 
 
 @pytest.fixture(autouse=True)

@@ -5,9 +5,10 @@ LoRA should target, and how to write itself back in its own format. Everything p
 model (measure, solve, fold, export) goes through this interface; nothing guesses from model names.
 
 Probes are the *canonical* tensor shared by all models: images as (N, 3, 224, 224) uint8, audio as
-(N, samples) float. Each backend turns them into its own input (`prepare_probes`), e.g. a bilinear
-resize to its input size and its own mean/std normalisation (method.md §1.6: every model sees the
-same pixels).
+(N, T) float waveforms at 16 kHz (`models.audio`). Each backend turns them into its own input
+(`prepare_probes`), e.g. a bilinear resize to its input size and its own mean/std normalisation, or a
+resampling to its own rate and its own mel features (method.md §1.6: every model sees the same pixels,
+hears the same samples).
 """
 
 from __future__ import annotations
@@ -103,12 +104,13 @@ class DualEncoder(ABC):
         """Probes in any accepted form -> the canonical tensor whose digest identifies them.
 
         Images: (N, 3, S, S) uint8 with S = `canonical_size`, from a tensor, folder, files or PIL images.
-        Audio: one float tensor of waveforms (N, samples).
+        Audio: float (N, T) waveforms at 16 kHz (`models.audio.CANONICAL_RATE`), from a tensor, or a
+        folder or files of sound (`models.audio.canonical_audio`: mono, resampled, padded to one length).
         """
         if self.modality == "audio":
-            if not isinstance(probes, torch.Tensor) or probes.ndim != 2 or not probes.is_floating_point():
-                raise InvalidInputError("audio probes must be one float tensor of waveforms (N, samples)")
-            return probes.contiguous()
+            from .audio import as_canonical_audio
+
+            return as_canonical_audio(probes)
         from .images import canonical_images
 
         return canonical_images(probes, self.canonical_size)

@@ -134,14 +134,18 @@ class HFEncoder(DualEncoder):
         }
 
     def _prepare_audio(self, probes: torch.Tensor):
-        """Waveforms (N, samples) at the extractor's rate -> CLAP log-mel input features.
+        """Canonical waveforms (N, T) at 16 kHz -> resampled to the extractor's rate (CLAP: 48 kHz) ->
+        CLAP log-mel input features.
 
         Clips longer than the extractor's window are cut to its first `max_length_s` seconds here, so
         that the extractor's random crop never runs (same probes, same features).
         """
+        from .audio import CANONICAL_RATE, resample
+
         if probes.ndim != 2 or not probes.is_floating_point():
             raise InvalidInputError(f"audio probes must be float waveforms (N, samples); got {probes.dtype} {tuple(probes.shape)}")
         extractor = self.feature_extractor
+        probes = resample(probes.float().cpu(), CANONICAL_RATE, int(extractor.sampling_rate))
         probes = probes[:, : int(extractor.nb_max_samples)]
         fusion = bool(getattr(self.model.config.audio_config, "enable_fusion", False))
         feats = extractor([w.numpy() for w in probes.float().cpu()], sampling_rate=extractor.sampling_rate,

@@ -4,56 +4,23 @@ Every clip of the audio world is a float32 vector (T,) with T = `CLIP_SAMPLES` (
 `SAMPLE_RATE` = 16,000 Hz) whose values are k / 32768 for integers k in [-32768, 32767], so it is stored
 losslessly as int16 PCM (`to_pcm` / `from_pcm`); a split holds clips (n, T).
 
-`resample` is the one resampling helper: the renderers use it to bring every engine's output to 16 kHz,
-and each model resamples the same canonical samples to its own rate with it (scipy's polyphase FIR
-`resample_poly`, Kaiser window, exact rational ratio), so every model hears the same sound.
-torchaudio is not used: its newest release (2.11.1) does not match torch 2.14.1.
+`resample` (`platonic.models.audio`, the library's canonical audio) is the one resampling helper: the
+renderers use it to bring every engine's output to 16 kHz, and each model resamples the same canonical
+samples to its own rate with it, so every model hears the same sound.
 """
 
 from __future__ import annotations
-
-from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from ...errors import InvalidInputError
+from ...models.audio import CANONICAL_RATE, read_audio, resample  # noqa: F401 - the renderers use them from here
 
-SAMPLE_RATE = 16_000
+SAMPLE_RATE = CANONICAL_RATE
 CLIP_SECONDS = 1.0
 CLIP_SAMPLES = int(SAMPLE_RATE * CLIP_SECONDS)
 PCM_SCALE = 32768.0
-
-
-def resample(wave, orig_sr: int, target_sr: int):
-    """Resample along the last axis from `orig_sr` to `target_sr` Hz (polyphase FIR, anti-aliased).
-
-    wave: (..., T) numpy array or torch tensor; returns float32 (..., ceil(T * target_sr / orig_sr)) of
-    the same kind (a tensor comes back on CPU). Deterministic; the identity when the rates are equal.
-
-    >>> resample(np.zeros(16000, np.float32), 16000, 48000).shape
-    (48000,)
-    """
-    if orig_sr <= 0 or target_sr <= 0:
-        raise InvalidInputError(f"sample rates must be positive, got {orig_sr} -> {target_sr}")
-    is_tensor = isinstance(wave, torch.Tensor)
-    x = wave.detach().cpu().numpy() if is_tensor else np.asarray(wave)
-    x = x.astype(np.float32, copy=False)
-    if orig_sr != target_sr:
-        from scipy.signal import resample_poly
-
-        ratio = Fraction(int(target_sr), int(orig_sr))
-        x = resample_poly(x, ratio.numerator, ratio.denominator, axis=-1).astype(np.float32)
-    return torch.from_numpy(np.ascontiguousarray(x)) if is_tensor else x
-
-
-def read_audio(path) -> tuple[np.ndarray, int]:
-    """Decode a sound file (wav, flac, ... via soundfile) -> (mono float32 (T,), sample rate)."""
-    import soundfile
-
-    data, sr = soundfile.read(str(Path(path)), dtype="float32", always_2d=True)
-    return data.mean(axis=1).astype(np.float32), int(sr)
 
 
 def to_pcm(clip: np.ndarray) -> np.ndarray:
