@@ -143,3 +143,21 @@ def test_world_setup_refuses_unknown_models_and_tasks_before_loading(tmp_path):
         world_setup(tasks=["fashion", "nope"], path=tmp_path)
     with pytest.raises(PlatonicError, match="at least two tasks"):
         world_setup(tasks=["fashion"], path=tmp_path)
+
+
+def test_world_sources_use_the_task_arithmetic_recipe_so_the_cache_is_shared():
+    """The world's cached sources key each task by its index among all the world's tasks, with the
+    task_arithmetic Recipe's full-flavour config: a sliced run, weight_space and task_arithmetic --flavours
+    full of the same recipe ask the cache for the same entries."""
+    from types import SimpleNamespace
+
+    from platonic.experiments.ta_parts import Recipe
+    from platonic.experiments.world_setup import world_sources
+    from platonic.world import data as wd
+
+    data = {t: SimpleNamespace(train=SimpleNamespace(images=None, labels=None)) for t in wd.TASK_NAMES}
+    recipe = Recipe(steps=48)
+    sliced = world_sources(SimpleNamespace(data=data), {}, {"shapes": None, "textures": None}, recipe)
+    for lam in (0.0, 1.0):
+        assert sliced.config("shapes", lam) == recipe.config("full", lam, list(wd.TASK_NAMES).index("shapes"))
+    assert sliced.recipe["flavour"] == "full" and sliced.recipe["steps"] == 48
