@@ -164,10 +164,10 @@ def test_each_experiment_is_one_registry_entry_and_names_are_unique():
     from platonic.errors import InvalidInputError
     from platonic.experiments import PROTOCOLS, Protocol, Registry
 
-    assert list(PROTOCOLS) == ["addition", "negation", "generalization", "alpha", "weight_space"]
+    assert list(PROTOCOLS) == ["addition", "negation", "generalization", "alpha", "weight_space", "orthoreg_sources"]
     assert (PROTOCOLS["addition"].alpha, PROTOCOLS["negation"].alpha, PROTOCOLS["alpha"].alpha) == (0.5, 1.0, None)
     assert all(p.reference.startswith("method.md §") and p.methods[0] == "zero_shot" for p in PROTOCOLS.values())
-    assert [n for n, p in PROTOCOLS.items() if p.fast_path] == ["addition", "negation", "generalization", "alpha"]
+    assert [n for n, p in PROTOCOLS.items() if p.fast_path] == ["addition", "negation", "generalization", "alpha", "orthoreg_sources"]
     assert PROTOCOLS.methods("negation/adapter") == ("zero_shot", "closed_form", "adapter")
     assert PROTOCOLS.label("single_a") == "single A only" and PROTOCOLS.label("closed_form") == "closed form"
     with pytest.raises(InvalidInputError, match="'addition' is already registered"):

@@ -640,7 +640,7 @@ def solve_settings(names, mu_a: float | None, mu_b: float | None, kind: str | No
 
 @app.command()
 def experiment(
-    names: list[str] = typer.Argument(..., help="addition, negation, generalization, alpha and/or weight_space; or "
+    names: list[str] = typer.Argument(..., help="addition, negation, generalization, alpha, weight_space and/or orthoreg_sources; or "
                                       "task_arithmetic alone (method.md §2: flavours x OrthoReg, docs/experiments.md)."),
     setup: str = typer.Option("world", "--setup", help="world (the embedded world), toy (synthetic, seconds), or a YAML file "
                               "naming models, tasks and sources (docs/experiments.md)."),
@@ -673,16 +673,19 @@ def experiment(
                                         "probes)."),
     flavours: str = typer.Option(None, "--flavours", help="task_arithmetic: comma-separated fine-tuning flavours "
                                  "(default full,attention,lora,linear)."),
-    ta_tasks: str = typer.Option(None, "--tasks", help="task_arithmetic: comma-separated task names (default: all)."),
-    ta_models: str = typer.Option(None, "--models", help="task_arithmetic: comma-separated model names (default: all)."),
-    lambdas: str = typer.Option(None, "--lambdas", help="task_arithmetic: OrthoReg's lambda grid within [0.1, 100], "
-                                "chosen on validation (default 0.1,1,10)."),
+    ta_tasks: str = typer.Option(None, "--tasks", help="task_arithmetic, or any experiment on the world: comma-separated "
+                                 "task names (default: all)."),
+    ta_models: str = typer.Option(None, "--models", help="task_arithmetic, or any experiment on the world: comma-separated "
+                                  "model names (default: all)."),
+    lambdas: str = typer.Option(None, "--lambdas", help="task_arithmetic, orthoreg_sources: OrthoReg's lambda grid within "
+                                "[0.1, 100], chosen on validation (default 0.1,1,10; orthoreg_sources 1,10)."),
     negation_flavours: str = typer.Option(None, "--negation-flavours", help="task_arithmetic: the flavours negation "
                                           "runs for (default: every flavour run)."),
-    steps: int = typer.Option(None, "--steps", help="task_arithmetic: fine-tuning steps per task (default 64, batch 64)."),
-    val_size: int = typer.Option(None, "--val-size", help="task_arithmetic: use at most this many items of each "
+    steps: int = typer.Option(None, "--steps", help="task_arithmetic, weight_space, orthoreg_sources: fine-tuning steps "
+                              "per task of the cached fine-tunes (default 64, batch 64)."),
+    val_size: int = typer.Option(None, "--val-size", help="task_arithmetic, weight_space, orthoreg_sources: use at most this many items of each "
                                  "validation split for the choices (a seeded subset; default: all)."),
-    world: Path = typer.Option(None, "--world", help="task_arithmetic: a built world directory to run on (default: "
+    world: Path = typer.Option(None, "--world", help="a built world directory to run on (default: "
                                "the cached world of $PLATONIC_WORLD_PROFILE, built if needed)."),
     device: str = _device_option(),
 ) -> None:
@@ -707,17 +710,14 @@ def experiment(
         _task_arithmetic_command(names, setup, model, task, control, source, output, plots, ta_options, other, device)
         return
     try:
-        given = [k for k, v in ta_options.items() if v is not None]
-        if given:
-            raise InvalidInputError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to the task_arithmetic "
-                                    "experiment only")
         check_experiments(names)
+        options, world_options = _protocol_options(names, setup, any((model, task, control, source)), ta_options)
         if adapter_cells < 0:
             raise InvalidInputError("--adapter-cells must be 0 (off) or a positive number of cells")
         from .adapter import adapt_config_from
 
-        options = {"lr": adapter_lr, "max_steps": adapter_max_steps, "holdout": adapter_holdout}
-        config = adapt_config_from({k: v for k, v in options.items() if v is not None})
+        adapter_options = {"lr": adapter_lr, "max_steps": adapter_max_steps, "holdout": adapter_holdout}
+        config = adapt_config_from({k: v for k, v in adapter_options.items() if v is not None})
         as_device(device)
         check_run_directory(output)
         check_cache_writable()
@@ -725,12 +725,59 @@ def experiment(
         if anchor_images is not None and (ridge is None or ridge.kind != "anchored"):
             raise InvalidInputError("--anchor-images is the anchored solve's pool; add --solve anchored")
         pool = None if anchor_images is None else load_probes(anchor_images, "--anchor-images")
-        run_experiments(load_setup(setup, model, task, control, source, device, names=names), names, output, plots=plots,
-                        alpha=alpha, solve=ridge, adapter_cells=adapter_cells, adapter_config=config, anchor_images=pool)
+        loaded = _world_setup(world_options) if world_options else load_setup(setup, model, task, control, source, device,
+                                                                               names=names)
+        run_experiments(loaded, names, output, plots=plots, alpha=alpha, solve=ridge, adapter_cells=adapter_cells,
+                        adapter_config=config, anchor_images=pool, options=options, log=console.print)
     except PlatonicError as exc:
         _fail(exc)
     console.print((output / "tables.md").read_text())
     console.print(f"report: {output}/ (results.json, tables.md, plots)")
+
+
+CACHED_SOURCE_EXPERIMENTS = ("weight_space", "orthoreg_sources")  # they fine-tune through the fine-tune cache
+
+
+def _protocol_options(names, setup: str, own: bool, given: dict) -> tuple[dict, dict]:
+    """The options of `platonic experiment` other than task_arithmetic's own: (runner options per experiment,
+    the world setup's options). --val-size: weight_space and orthoreg_sources; --lambdas: orthoreg_sources;
+    --models / --tasks / --world: the world setup; --steps: the world's cached sources (those two experiments)."""
+    from .experiments.orthoreg_sources import DEFAULT_LAMBDAS
+
+    stray = [k for k in ("--flavours", "--negation-flavours") if given[k] is not None]
+    if stray:
+        raise InvalidInputError(f"{', '.join(stray)} appl{'y' if len(stray) > 1 else 'ies'} to the task_arithmetic experiment only")
+    cached = [n for n in names if n in CACHED_SOURCE_EXPERIMENTS]
+    if given["--val-size"] is not None and not cached:
+        raise InvalidInputError("--val-size applies to task_arithmetic, weight_space and orthoreg_sources")
+    if given["--val-size"] is not None and given["--val-size"] < 1:
+        raise InvalidInputError("--val-size must be a positive number of items")
+    if given["--lambdas"] is not None and "orthoreg_sources" not in names:
+        raise InvalidInputError("--lambdas applies to task_arithmetic and orthoreg_sources")
+    if given["--steps"] is not None and (not cached or given["--steps"] < 1):
+        raise InvalidInputError("--steps (a positive number of fine-tuning steps) applies to task_arithmetic, weight_space "
+                                "and orthoreg_sources")
+    world = {k: given[k] for k in ("--models", "--tasks", "--world", "--steps") if given[k] is not None}
+    if world and (setup != "world" or own):
+        raise InvalidInputError(f"{', '.join(world)} appl{'y' if len(world) > 1 else 'ies'} to the embedded world "
+                                "(--setup world without --model/--task); a YAML setup names its own models and tasks")
+    options = {}
+    for name in cached:
+        options[name] = {"val_size": given["--val-size"]} if given["--val-size"] is not None else {}
+    if "orthoreg_sources" in names:
+        options["orthoreg_sources"]["lambdas"] = (_floats(given["--lambdas"], "--lambdas") if given["--lambdas"]
+                                                  else list(DEFAULT_LAMBDAS))
+    return options, world
+
+
+def _world_setup(options: dict):
+    """The embedded world with some models / tasks, a built directory or the cached sources' fine-tuning steps."""
+    from .experiments.ta_parts import Recipe
+    from .experiments.world_setup import world_setup
+
+    steps = options.get("--steps")
+    return world_setup(models=_csv(options.get("--models"), "--models"), tasks=_csv(options.get("--tasks"), "--tasks"),
+                       recipe=Recipe(**({"steps": steps} if steps is not None else {})), path=options.get("--world"))
 
 
 def _csv(value: str | None, what: str) -> list[str] | None:

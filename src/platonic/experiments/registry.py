@@ -16,6 +16,7 @@ from typing import Callable, Iterator, Mapping
 from ..errors import InvalidInputError
 from .adapter_cells import addition_adapter, negation_adapter
 from .fastpath import SolveSettings
+from .orthoreg_sources import orthoreg_sources
 from .protocols import addition, alpha_sweep, generalization, negation, negation_gradient_ascent, weight_space
 
 
@@ -33,7 +34,9 @@ class Protocol:
     (the default fold strength) is not None. slow_part(setup, store, progress=...) trains or
     re-encodes models (run after the fast path, with all threads); adapter_part(setup, store, cells,
     config, alpha=..., progress=...) fits the adapter route on `cells` seeded cells (records of
-    experiment "NAME/adapter", methods `ADAPTER_METHODS`).
+    experiment "NAME/adapter", methods `ADAPTER_METHODS`). options: the keyword options the runner
+    takes beyond alpha (e.g. "val_size"); reports: it also takes report= (a dict it fills with
+    "timings" and "diagnostics", merged into results.json) and log= (a line printer).
     """
 
     name: str
@@ -50,6 +53,8 @@ class Protocol:
     slow_part: Callable[..., list[dict]] | None = None
     adapter_part: Callable[..., list[dict]] | None = None
     adapter_title: str = ""
+    options: tuple[str, ...] = ()  # keyword options the runner takes (run_experiments(options={name: {...}}))
+    reports: bool = False  # the runner takes report= (a dict it fills with "timings" / "diagnostics") and log=
 
 
 class Registry(Mapping[str, Protocol]):
@@ -119,7 +124,15 @@ PROTOCOLS = Registry([
              ("zero_shot", "task_arithmetic", "weight_transport", "closed_form"),
              {"task_arithmetic": "task arithmetic within the model (alpha on val)",
               "weight_transport": "weight-space transport, same architecture (alpha on val)"},
-             columns=("A", "B"), column_labels=TWO_TASKS, fast_path=False, alpha=0.5),
+             columns=("A", "B"), column_labels=TWO_TASKS, fast_path=False, alpha=0.5, options=("val_size",), reports=True),
+    Protocol("orthoreg_sources", orthoreg_sources, "method.md §2's OrthoReg fine-tunes as the descriptor sources of §1.5's "
+             "two-task addition across models, beside plain ones, alpha 0.5 (beyond both papers, issue 13)",
+             "Two-task addition across models, plain vs OrthoReg descriptor sources (accuracy %, mean over cells)",
+             ("zero_shot", "plain_sources", "plain_oracle", "orthoreg_sources", "orthoreg_oracle"),
+             {"plain_sources": "closed form, plain sources", "plain_oracle": "oracle, plain (target's own)",
+              "orthoreg_sources": "closed form, OrthoReg sources (lambda on val)",
+              "orthoreg_oracle": "oracle, OrthoReg (target's own)"},
+             columns=("A", "B"), column_labels=TWO_TASKS, alpha=0.5, options=("lambdas", "val_size"), reports=True),
 ])
 
 
@@ -143,3 +156,6 @@ def check_experiments(names, related_group=None, held_out=None, baselines=None) 
     if "weight_space" in names and baselines is not None and "task_vector" not in baselines:
         raise InvalidInputError("weight_space needs the setup's task vectors (baselines['task_vector']), which this "
                                 "setup does not provide")
+    if "orthoreg_sources" in names and baselines is not None and "finetunes" not in baselines:
+        raise InvalidInputError("orthoreg_sources fine-tunes its own plain and OrthoReg sources through the fine-tune "
+                                "cache, which this setup does not provide; run it on --setup world or toy")

@@ -185,6 +185,60 @@ def _protocol_table(protocol, experiment: str, cells: list[dict], controls: list
     return lines
 
 
+def orthoreg_summary(cells: list[dict], controls: list[str]) -> dict[str, dict]:
+    """Per kind ("plain", "orthoreg"): mean A / B / controls of its closed form, its retention against its
+    own oracle and against the plain oracle (per slot; None under a 1-point oracle gain), and the control
+    loss (zero-shot minus closed form, mean over controls, in accuracy units)."""
+    means = method_means(cells, "orthoreg_sources")
+    zs = means.get("zero_shot")
+    out = {}
+    for kind in ("plain", "orthoreg"):
+        cf, own = means.get(f"{kind}_sources"), means.get(f"{kind}_oracle")
+        if zs is None or cf is None or own is None:
+            continue
+        row = {"means": cf, "oracle": own, "retention": {}, "retention_vs_plain_oracle": {}}
+        for slot in ("A", "B"):
+            for name, oracle in (("retention", own), ("retention_vs_plain_oracle", means.get("plain_oracle", own))):
+                gain = oracle[slot] - zs[slot]
+                row[name][slot] = (cf[slot] - zs[slot]) / gain if gain >= MIN_ORACLE_GAIN else None
+        row["control_loss"] = sum(zs[c] - cf[c] for c in controls) / len(controls) if controls else None
+        out[kind] = row
+    return out
+
+
+def _orthoreg_sources_table(results: dict) -> list[str]:
+    """The plain-vs-OrthoReg summary table of an orthoreg_sources run (Markdown lines)."""
+    cells, controls = results["cells"], list(results["setup"].get("controls", {}))
+    diag = results.get("diagnostics", {}).get("orthoreg_sources", {})
+    rows = orthoreg_summary(cells, controls)
+    if not rows:
+        return []
+    cos = diag.get("cross_model_cosine", {})
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}%"  # noqa: E731
+    lines = ["### Plain vs OrthoReg descriptor sources (cross-model addition, closed form)", "",
+             "| sources | lambda | task A | task B | " + " | ".join(controls) + " | retention A / B (own oracle) | "
+             "retention A / B (plain oracle) | control loss (points) | descriptor cosine across models |",
+             "|---|---|---|---|" + "---|" * len(controls) + "---|---|---|---|"]
+    for kind, lam in (("plain", 0.0), ("orthoreg", diag.get("chosen_lambda"))):
+        if kind not in rows:
+            continue
+        r = rows[kind]
+        c = cos.get(f"{lam:g}") if lam is not None else None
+        loss = "-" if r["control_loss"] is None else f"{100 * r['control_loss']:+.2f}"
+        lines.append(f"| {kind} | {'-' if lam is None else f'{lam:g}'} | {100 * r['means']['A']:.2f} | {100 * r['means']['B']:.2f} | "
+                     + " | ".join(f"{100 * r['means'][k]:.2f}" for k in controls)
+                     + f" | {pct(r['retention']['A'])} / {pct(r['retention']['B'])}"
+                     f" | {pct(r['retention_vs_plain_oracle']['A'])} / {pct(r['retention_vs_plain_oracle']['B'])}"
+                     f" | {loss}"
+                     f" | {'-' if c is None else f'{c:.3f}'} |")
+    val = diag.get("validation", {})
+    if val:
+        lines += ["", "lambda on validation (mean closed-form accuracy of tasks A and B on their val splits): "
+                  + ", ".join(f"lambda {k}: {100 * v:.2f}" for k, v in val.items())
+                  + f"; chosen {diag.get('chosen_lambda', 0):g} (lambda 0 = the plain sources, shown, never chosen)"]
+    return lines + [""]
+
+
 def _adapter_table(protocol, cells: list[dict], controls: list[str]) -> list[str]:
     """The adapter route beside the closed form on the same cells of `protocol` (records "NAME/adapter")."""
     name = f"{protocol.name}/adapter"
@@ -212,6 +266,9 @@ def render_tables(results: dict) -> str:
             lines += _adapter_table(PROTOCOLS[name], cells, controls)
     if "weight_space" in experiments:
         lines += _protocol_table(PROTOCOLS["weight_space"], "weight_space", cells, controls)
+    if "orthoreg_sources" in experiments:
+        lines += _protocol_table(PROTOCOLS["orthoreg_sources"], "orthoreg_sources", cells, controls)
+        lines += _orthoreg_sources_table(results)
     if "alpha" in experiments:
         lines += [f"### {PROTOCOLS['alpha'].title}", "",
                   "| alpha | task gain (points) | control change (points) | cells |", "|---|---|---|---|"]

@@ -25,7 +25,8 @@ from .setup import ExperimentSetup
 def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, *, alpha: float | None = None,
                     solve: SolveSettings | None = None, cache: EmbeddingCache | None = None, progress: bool = True,
                     plots: bool = True, diagnostics: dict | None = None, adapter_cells: int = 0,
-                    adapter_config: AdaptConfig | None = None, anchor_images=None, trained_baselines: bool = True) -> dict:
+                    adapter_config: AdaptConfig | None = None, anchor_images=None, trained_baselines: bool = True,
+                    options: dict | None = None, log=None) -> dict:
     """Run the named protocols ("addition", "negation", "generalization", "alpha", "weight_space") and return results.
 
     Unknown or repeated names, and protocols the setup cannot run (generalization without a related
@@ -39,16 +40,25 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     that train (gradient ascent), e.g. for a second run that only changes the solve.
     adapter_cells > 0 adds the adapter route on that many seeded cells of addition and of negation,
     beside the closed form on the same cells (`experiments.adapter_cells`; `adapter_config` sets the fit).
+    options: {experiment: {option: value}} for the runners' own options (a registry entry's `options`,
+    e.g. {"weight_space": {"val_size": 200}}), recorded in settings.protocols; log: a line printer for
+    the phase times of the runners that report them (weight_space, orthoreg_sources).
     Writes results.json, tables.md and plots into `out_dir` when given.
     """
     check_experiments(names, related_group=setup.related_group, held_out=setup.held_out, baselines=setup.baselines)
+    options = {name: dict(opts) for name, opts in (options or {}).items() if opts}
+    for name, opts in options.items():
+        stray = [k for k in opts if name not in names or k not in PROTOCOLS[name].options]
+        if stray:
+            raise InvalidInputError(f"option(s) {', '.join(stray)} do not apply to {name}"
+                                    + ("" if name in names else " (not among the experiments run)"))
     alpha = None if alpha is None else as_finite_scalar("alpha", alpha)
     protocols = [PROTOCOLS[name] for name in names]
     if alpha is not None and all(p.alpha is None for p in protocols):
         raise InvalidInputError(f"alpha does not apply to {', '.join(names)} (the sweep has its own strengths)")
     chosen = {p.name: (p.alpha if alpha is None or p.alpha is None else alpha, solve or p.solve) for p in protocols}
     settings = {"experiments": list(names), "created": utc_now(),
-                "protocols": {name: {"alpha": a, **asdict(s)} for name, (a, s) in chosen.items()}}
+                "protocols": {name: {"alpha": a, **asdict(s), **options.get(name, {})} for name, (a, s) in chosen.items()}}
     if not trained_baselines:
         settings["trained_baselines"] = False
     if adapter_cells:
@@ -66,9 +76,15 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
         name, (strength, ridge) = protocol.name, chosen[protocol.name]
         store = stores[ridge]
         strength_arg = {} if strength is None else {"alpha": strength}
+        extra = dict(options.get(name, {}))
+        report: dict = {"timings": {}, "diagnostics": {}}
+        if protocol.reports:
+            extra.update(report=report, log=log)
         start = time.perf_counter()
         with single_thread() if protocol.fast_path else nullcontext():
-            cells = protocol.runner(setup, store, progress=progress, **strength_arg)
+            cells = protocol.runner(setup, store, progress=progress, **strength_arg, **extra)
+        results["timings"].update({f"{name}: {phase}": secs for phase, secs in report["timings"].items()})
+        results["diagnostics"].update(report["diagnostics"])
         results["timings"][f"{name}{', fast path' if protocol.fast_path else ''} ({len(cells)} records)"] = time.perf_counter() - start
         if protocol.slow_part is not None and trained_baselines:
             start = time.perf_counter()

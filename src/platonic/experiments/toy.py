@@ -18,9 +18,9 @@ from ..edit import EditSite, LinearSite
 from ..errors import InvalidInputError
 from ..models.base import DualEncoder
 from ..finetune import FinetuneConfig, finetune
-from ..task_vector import TaskVector
 from .diagnostics import descriptor_cosines
 from .setup import EvalSet, ExperimentSetup, TaskSpec
+from .sources import CachedSources
 
 
 class ToyDualEncoder(DualEncoder):
@@ -122,16 +122,11 @@ def toy_setup(seed: int = 0, k: int = 24, classes: int = 5, widths=((48, 32), (6
                     f_pre, f_ft, model.encode_texts(spec.prompts), grid,
                     Provenance(source=model.spec, finetune=f"latent edit {source_task}"))
     descriptors = {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}
-    vectors = {}
-
-    def task_vector(model: str, task: str) -> TaskVector:
-        """Weight-space task vector of a short labelled fine-tune of `model` on `task` (cached)."""
-        if (model, task) not in vectors:
-            x, y = draw(task, 40, 4000 + list(tasks).index(task))
-            cfg = FinetuneConfig(steps=30, lr=3e-3, batch_size=40, weight_decay=0.0, logit_scale=20.0)
-            ft, _ = finetune(models[model], x, y, tasks[task].prompts, cfg, progress=False)
-            vectors[(model, task)] = TaskVector.from_models(models[model].module, ft.module)
-        return vectors[(model, task)]
+    train = {t: draw(t, 40, 4000 + i) for i, t in enumerate(tasks)}
+    base = FinetuneConfig(steps=30, lr=3e-3, batch_size=40, weight_decay=0.0, logit_scale=20.0)
+    # short labelled fine-tunes of each model on each task, from the fine-tune cache (plain or OrthoReg)
+    sources = CachedSources(models, tasks, train, lambda task, lam: base.model_copy(update={"orthoreg": lam}),
+                            {"flavour": "full", **base.model_dump(mode="json")})
 
     def gradient_ascent(model: str, task: str):
         x, y = draw(task, 40, 4000 + list(tasks).index(task))
@@ -139,5 +134,5 @@ def toy_setup(seed: int = 0, k: int = 24, classes: int = 5, widths=((48, 32), (6
         return finetune(models[model], x, y, tasks[task].prompts, cfg, progress=False)[0]
 
     return ExperimentSetup("toy", models, tasks, controls, descriptors, related_group=("t1", "t2"), held_out="t3",
-                           baselines={"task_vector": task_vector, "gradient_ascent": gradient_ascent},
+                           baselines={"task_vector": sources.task_vector, "gradient_ascent": gradient_ascent, "finetunes": sources},
                            diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))

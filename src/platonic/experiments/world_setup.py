@@ -14,10 +14,11 @@ from pathlib import Path
 
 from safetensors import safe_open
 
+from ..errors import InvalidInputError
 from ..finetune import GRADIENT_ASCENT
-from ..task_vector import TaskVector
 from .diagnostics import descriptor_cosines
 from .finetune_cache import cached_task_vector
+from .sources import CachedSources
 from .setup import EvalSet, ExperimentSetup, TaskSpec, measure_on_grids
 
 DEFAULT_SOURCE_KIND = "full"  # measured: better cross-model agreement and larger gains (docs/world.md)
@@ -86,26 +87,55 @@ def ascended(model, task: str, images, labels, prompts):
     return edited, hit
 
 
+def world_sources(world: WorldParts, models: dict, tasks: dict, recipe=None) -> CachedSources:
+    """The fine-tune cache's full fine-tunes of the world's models (`experiments.sources.CachedSources`).
+
+    recipe: a `task_arithmetic.Recipe` (default: its defaults, 64 steps at batch 64); a task's seed is
+    its index among all the world's tasks, so a run on some tasks shares entries with one on all of
+    them, and with `platonic experiment task_arithmetic --flavours full` of the same recipe.
+    """
+    from ..world import data as wd
+    from .ta_parts import Recipe
+
+    recipe = recipe or Recipe()
+    train = {t: (world.data[t].train.images, world.data[t].train.labels) for t in tasks}
+    return CachedSources(models, tasks, train, lambda task, lam: recipe.config("full", lam, wd.TASK_NAMES.index(task)),
+                         {"flavour": "full", **recipe.model_dump()})
+
+
 def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DEFAULT_SOURCE_KIND,
-                progress: bool = True) -> ExperimentSetup:
-    """Build the world if needed and describe it as an ExperimentSetup."""
+                progress: bool = True, models=None, tasks=None, recipe=None, path: Path | None = None) -> ExperimentSetup:
+    """Build the world if needed and describe it as an ExperimentSetup.
+
+    models / tasks: the names to keep (default all; unknown names are refused); recipe: the fine-tune
+    cache's recipe for `baselines["finetunes"]` (the weight-space task vectors and the OrthoReg-source
+    protocol); path: a built world directory (default: the cached world of `profile`).
+    """
     from ..world import data as wd
     from ..world.build import ensure_world
+    from ..world.zoo import MODEL_NAMES
 
-    path = ensure_world(profile, seed, progress=progress)
-    world = world_parts(path)
-    models, tasks = world.models, world.tasks
+    for what, names, have in (("model", models, MODEL_NAMES), ("task", tasks, wd.TASK_NAMES)):
+        unknown = [n for n in names or () if n not in have]
+        if unknown:
+            raise InvalidInputError(f"unknown world {what}(s) {', '.join(unknown)}; choose from {', '.join(have)}")
+    if tasks is not None and len(tasks) < 2:
+        raise InvalidInputError("the experiments need at least two tasks; name two or more with --tasks")
+    path = Path(path) if path is not None else ensure_world(profile, seed, progress=progress)
+    world = world_parts(path, models=list(models) if models else None)
+    models = world.models
+    tasks = {t: world.tasks[t] for t in (tasks or world.tasks)}
+    related = tuple(t for t in wd.RELATED_GROUP if t in tasks)
+    held_out = wd.HELD_OUT_RELATED if wd.HELD_OUT_RELATED in tasks and len(related) >= 2 else None
     descriptors, on_grid = measure_on_grids(models, tasks, lambda model, task: world.finetuned(model, task, source_kind), progress)
-
-    def task_vector(model: str, task: str) -> TaskVector:
-        """tau of the full fine-tune (the task_vectors-style source) of `model` on `task`."""
-        return TaskVector.from_models(models[model].module, world.finetuned(model, task, "full").module)
+    sources = world_sources(world, models, tasks, recipe)
 
     def gradient_ascent(target: str, task: str):
         train = world.data[task].train
         return ascended(models[target], task, train.images, train.labels, tasks[task].prompts)[0]
 
     return ExperimentSetup(f"world ({path.name}, sources: {source_kind} fine-tunes)", models, tasks, world.controls, descriptors,
-                           related_group=tuple(wd.RELATED_GROUP), held_out=wd.HELD_OUT_RELATED,
-                           baselines={"gradient_ascent": gradient_ascent, "task_vector": task_vector},
+                           related_group=related if held_out else (), held_out=held_out,
+                           baselines={"gradient_ascent": gradient_ascent, "task_vector": sources.task_vector,
+                                      "finetunes": sources},
                            diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))
