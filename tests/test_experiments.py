@@ -188,3 +188,17 @@ def test_run_takes_alpha_and_solve_settings_from_the_entries_unless_given(setup)
     assert [c["residuals"] for c in given["cells"]] != [c["residuals"] for c in default["cells"]]
     with pytest.raises(InvalidInputError, match="alpha does not apply to alpha"):
         run_experiments(setup, ["alpha"], None, progress=False, alpha=0.5)
+
+
+def test_a_second_gradient_ascent_baseline_reads_its_embeddings_from_the_cache(setup, monkeypatch):
+    from platonic.experiments.protocols import negation_gradient_ascent
+    from platonic.models.base import DualEncoder
+
+    first = negation_gradient_ascent(setup, FeatureStore(setup), progress=False)
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("the edited models were encoded again")
+
+    monkeypatch.setattr(DualEncoder, "encode_probes", no_encoding)
+    second = negation_gradient_ascent(setup, FeatureStore(setup), progress=False)
+    assert [c["accuracy"] for c in first] == [c["accuracy"] for c in second] and len(first) == 12

@@ -183,7 +183,11 @@ class FeatureStore:
         return top1(z, self.prompt_embeddings(target, eval_set), eval_set.labels)
 
 
-def accuracy_end_to_end(model: DualEncoder, eval_set: EvalSet) -> float:
-    """Top-1 accuracy of a (really edited) model, encoding everything again."""
-    z = model.encode_probes(eval_set.inputs).z.double()
-    return top1(z, model.encode_texts(list(eval_set.prompts)).double(), eval_set.labels)
+def accuracy_end_to_end(model: DualEncoder, eval_set: EvalSet, cache=None) -> float:
+    """Top-1 accuracy of a (really edited) model, encoding everything again, or reading the embeddings
+    from `cache` (an EmbeddingCache, keyed by the model's weights and the inputs) when given."""
+    if cache is None:
+        z, g = model.encode_probes(eval_set.inputs).z, model.encode_texts(list(eval_set.prompts))
+    else:
+        z, g = cache.probes(model, eval_set.inputs, progress=False).z, cache.texts(model, list(eval_set.prompts))
+    return top1(z.double(), g.double(), eval_set.labels)

@@ -114,7 +114,9 @@ def negation(setup: ExperimentSetup, store: FeatureStore, alpha: float = 1.0, pr
 def negation_gradient_ascent(setup: ExperimentSetup, store: FeatureStore, progress: bool = True) -> list[dict]:
     """The labelled gradient-ascent baseline of the negation table, when the setup provides it.
 
-    It trains every (target, task), so it runs outside the fast path (and with all threads).
+    It trains every (target, task), so it runs outside the fast path (and with all threads); the edited
+    models' embeddings go through the store's embedding cache (a second run with the same edits
+    encodes nothing).
     """
     ascend: Callable | None = setup.baselines.get("gradient_ascent")
     if ascend is None:
@@ -125,7 +127,7 @@ def negation_gradient_ascent(setup: ExperimentSetup, store: FeatureStore, progre
         edited = ascend(target, task)
         sets = {"A": setup.tasks[task].test, **setup.controls}
         cells.append(_cell("negation", "gradient_ascent", target, [], [task], [], 0.0,
-                           {name: accuracy_end_to_end(edited, s) for name, s in sets.items()}))
+                           {name: accuracy_end_to_end(edited, s, store.cache) for name, s in sets.items()}))
     return cells
 
 
