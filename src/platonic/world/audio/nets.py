@@ -12,7 +12,7 @@ Towers map their input to unnormalised embeddings (B, d), in the way the paper's
 
 | tower         | input            | body                                         | ends in                                    | edit site           |
 |---------------|------------------|----------------------------------------------|--------------------------------------------|---------------------|
-| `MelCNN`      | log-mel (1, F, T)| GroupNorm basic blocks (conv1 / conv2), 3 stages | z = head(avgpool) (Linear with bias)    | LinearSite          |
+| `MelCNN`      | log-mel (1, F, T)| stride-2 GroupNorm basic blocks (conv1 / conv2), 3 stages | z = head(avgpool) (Linear with bias)    | LinearSite          |
 | `MelPatchViT` | log-mel (1, F, T)| mel patches (pf x pt), CLS, pre-LN blocks    | z = LN(cls) @ proj, proj (w, d)            | ProjectionParameter |
 | `MelPatchMAP` | log-mel (1, F, T)| mel patches, pre-LN blocks                   | residual attention-pool head, no final linear: z = a + fc2(gelu(fc1(LN(a)))) | HeadAffineSite(fc2) |
 | `WaveConv`    | waveform (1, T') | strided Conv1d stem, ConvNeXt-1d blocks (dwconv, pw1 / pw2) | z = LN(avgpool), no linear: identity d x d appended | AppendedLinearSite |
@@ -70,7 +70,7 @@ def log_mel(wave: torch.Tensor, rate: int, n_fft: int, hop: int, n_mels: int) ->
 # -- towers -------------------------------------------------------------------------------------------
 
 class MelCNN(nn.Module):
-    """Log-mel CNN (GroupNorm basic blocks, stride 2 after the first stage); z = head(avgpool), Linear with bias.
+    """Log-mel CNN (stride-2 stem, then GroupNorm basic blocks of stride 2); z = head(avgpool), Linear with bias.
 
     (B, 1, F, T) -> (B, d).
     """
@@ -80,7 +80,7 @@ class MelCNN(nn.Module):
         self.stem = nn.Sequential(nn.Conv2d(1, widths[0], 3, 2, 1, bias=False), nn.GroupNorm(8, widths[0]), nn.ReLU())
         layers, cin = [], widths[0]
         for i, w in enumerate(widths):
-            layers.append(BasicBlock(cin, w, 1 if i == 0 else 2))
+            layers.append(BasicBlock(cin, w, 2))
             cin = w
         self.layers = nn.Sequential(*layers)
         self.head = nn.Linear(cin, embed_dim, bias=True)
