@@ -118,3 +118,17 @@ def test_unknown_profile_is_refused(monkeypatch):
     monkeypatch.setenv("PLATONIC_WORLD_PROFILE", "huge")
     with pytest.raises(PlatonicError, match="PLATONIC_WORLD_PROFILE"):
         ab.default_profile()
+
+
+def test_cli_audio_build_uses_the_cache_and_refuses_an_unknown_profile(tiny_audio_world):
+    from typer.testing import CliRunner
+
+    from platonic.cli_world import world_app
+
+    result = CliRunner().invoke(world_app, ["audio-build", "--profile", "tiny", "--quiet", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert str(tiny_audio_world["path"]) in result.output and "zero_shot_25_75_every_model" in result.output
+    where = CliRunner().invoke(world_app, ["audio-path", "--profile", "tiny"])
+    assert where.exit_code == 0 and where.output.strip() == str(tiny_audio_world["path"])
+    bad = CliRunner().invoke(world_app, ["audio-build", "--profile", "huge"])
+    assert bad.exit_code != 0
