@@ -109,3 +109,11 @@ def test_same_seed_same_initial_weights_other_seed_other():
     a, b, c = (zoo.build_module(s, k).state_dict() for k in (3, 3, 4))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_a_missing_weights_file_names_the_audio_build(tmp_path):
+    from platonic.errors import ArtifactError
+    from platonic.world.audio.build import load_weights
+
+    with pytest.raises(ArtifactError, match="platonic world audio-build"):
+        load_weights(tmp_path / "base.safetensors")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import InvalidInputError
-from .build import KINDS, ensure_audio_world
+from .build import KINDS, ensure_audio_world, load_weights
 from .tasks import TASK_NAMES
-from .zoo import MODEL_NAMES, SPECS, AudioWorldModel, load_weights, model_from_state
+from .zoo import MODEL_NAMES, SPECS, AudioWorldModel, model_from_state
 
 
 def load_audio_world_model(name: str, device="cpu", dtype=None, root: Path | None = None) -> AudioWorldModel:

@@ -41,7 +41,7 @@ from safetensors import safe_open
 
 from ... import finetune as finetune_module
 from ...data.probes import PROBES_PER_CLASS
-from ...errors import InvalidInputError
+from ...errors import ArtifactError, InvalidInputError
 from ...finetune import FinetuneConfig, finetune
 from ...paths import cache_root
 from ...progress import LineProgress, track
@@ -53,7 +53,8 @@ from .dataset import AudioDataSizes
 from .pretrain import AudioPretrainConfig, pretrain
 from .tasks import TASK_NAMES, caption_vocabulary
 from .tools import require_audio_packages
-from .zoo import MODEL_NAMES, SPECS, load_weights, model_from_state, save_weights, spec_to_json
+from .zoo import MODEL_NAMES, SPECS, model_from_state, save_weights, spec_to_json
+from .zoo import load_weights as _load_weights
 
 AUDIO_WORLD_VERSION = 1
 META_KEY = "platonic_world"
@@ -167,6 +168,14 @@ def ensure_audio_data(profile: str = "full", seed: int = 0, root: Path | None = 
         data = dataset.build_audio_data(prof.sizes, seed, progress=progress, probes_per_class=prof.probes_per_class)
         dataset.save_audio_data(path, data, {"profile": profile, "seed": seed})
     return path
+
+
+def load_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors, JSON metadata) of a weights file of the audio world (the image world's format); a missing
+    file names the audio build."""
+    if not Path(path).exists():
+        raise ArtifactError(f"{path} does not exist; build the audio world with `platonic world audio-build`")
+    return _load_weights(path)
 
 
 # -- worker side ------------------------------------------------------------------------------------
