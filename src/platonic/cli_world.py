@@ -72,3 +72,41 @@ def where(profile: str = typer.Option("full", "--profile", help="tiny or full"),
         typer.echo(str(world_dir(profile, seed)))
     except PlatonicError as exc:
         fail(exc)
+
+
+@world_app.command("audio-build")
+def audio_build(
+    profile: str = typer.Option("full", "--profile", help="tiny (tests, about 1 min) or full (about 20 min on one worker)"),
+    seed: int = typer.Option(0, "--seed", help="audio world seed (data, initialisations, batch order)"),
+    force: bool = typer.Option(False, "--force", help="rebuild even if a complete build is cached"),
+    workers: int = typer.Option(2, "--workers", min=1, help="single-threaded worker processes"),
+    diagnostics: bool = typer.Option(False, "--diagnostics", help="also the slow diagnostics (linear probe, best linear map, locality)"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress (bars on a terminal, one line per job in a log)"),
+):
+    """Build (or find in the cache) the audio world (issue 15: its zoo and sources), measure its report and print its checks."""
+    from .experiments.audio_world_checks import audio_world_report
+    from .preflight import check_cache_writable
+    from .world.audio.build import build_audio_world, check_profile
+
+    try:
+        check_profile(profile)
+        check_cache_writable()
+        path = build_audio_world(profile, seed=seed, force=force, progress=not quiet, workers=workers)
+        report = audio_world_report(path, progress=not quiet, force=force, diagnostics=diagnostics)
+    except PlatonicError as exc:  # MissingDataError included
+        fail(exc)
+    typer.echo(f"audio world: {path}")
+    typer.echo(f"report: {path / 'report.md'}")
+    for k, v in report["summary"]["checks"].items():
+        typer.echo(f"  {'PASS' if v else 'FAIL'}  {k}")
+
+
+@world_app.command("audio-path")
+def audio_where(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed")):
+    """Print the cache directory of an audio world build (built or not)."""
+    from .world.audio.build import audio_world_dir
+
+    try:
+        typer.echo(str(audio_world_dir(profile, seed)))
+    except PlatonicError as exc:
+        fail(exc)

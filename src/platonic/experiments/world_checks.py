@@ -50,7 +50,16 @@ def measure_world(path: Path, progress: bool = False) -> dict:
     """The raw figures of a built world: per model, per kind, per task; agreement; cross-model cells."""
     from .world_setup import world_parts
 
-    world = world_parts(path)
+    return measure_parts(world_parts(path), progress=progress, fit_iterations=fit_iterations(path))
+
+
+def measure_parts(world, progress: bool = False, diagnostics: bool = True, fit_iterations: int = FIT_ITERATIONS) -> dict:
+    """`measure_world` on a loaded world (`WorldParts`, or the audio world's parts: anything with models,
+    tasks, controls, `finetuned(model, task, kind)` and `split(name, split)`).
+
+    diagnostics=False leaves out `world_diagnostics.diagnose` (linear probe, best linear map, locality,
+    participation ratio: the slow part) and so the checks that read it; fit_iterations: the L-BFGS budget
+    of its two ceilings."""
     models, tasks, controls = world.models, world.tasks, world.controls
     names, task_names, control_names = list(models), list(tasks), list(controls)
     out = {"models": {m: {"zero_shot": {}, "finetuned": {}, "controls_after": {}, "oracle": {}} for m in names},
@@ -89,9 +98,9 @@ def measure_world(path: Path, progress: bool = False) -> dict:
                             cells[f"{src}->{tgt}/{t}"] = store.accuracy(tgt, tasks[t].test, [((src, t), 1.0)], alpha=0.5)
                 store.drop_deltas(tgt)
             out["transfer"][kind] = cells
-            if kind == "full":  # the default source kind: ceilings of a last-layer edit, locality, effective rank
+            if kind == "full" and diagnostics:  # the default source kind: ceilings of a last-layer edit, locality, effective rank
                 train = {t: world.split(t, "train") for t in task_names}
-                out["diagnostics"] = diagnose(store, train, descriptors, progress=progress, fit_iterations=fit_iterations(path))
+                out["diagnostics"] = diagnose(store, train, descriptors, progress=progress, fit_iterations=fit_iterations)
             cos = descriptor_cosines(names, task_names, on_grid)["cosine"]
             out["agreement"][kind] = {t: {"same_task_cross_model": c["cross_model"], "cross_task_within_model": c["cross_task"]}
                                       for t, c in cos.items()}
@@ -118,10 +127,11 @@ def summarise(report: dict) -> dict:
             row[kind] = {"finetuned": ft, "gain": ft - zs, "oracle_alpha1": _mean(r["oracle"][kind][t] for t in tasks),
                          "oracle_recovery": oracle_gain / gain if gain else float("nan"), "cross_model_alpha05": _mean(cross),
                          "controls_after": {c: _mean(r["controls_after"][kind][t][c] for t in tasks) for c in controls}}
-        diag = report["diagnostics"][m]["tasks"]
-        row["diagnostics"] = {key: _mean(diag[t][key] for t in tasks) for key in next(iter(diag.values()))}
-        row["diagnostics"]["pooled_participation_ratio"] = report["diagnostics"][m]["participation_ratio"]
-        row["finetuned_vs_probe_worst"] = min(r["finetuned"]["full"][t] - diag[t]["linear_probe"] for t in tasks)
+        if "diagnostics" in report:
+            diag = report["diagnostics"][m]["tasks"]
+            row["diagnostics"] = {key: _mean(diag[t][key] for t in tasks) for key in next(iter(diag.values()))}
+            row["diagnostics"]["pooled_participation_ratio"] = report["diagnostics"][m]["participation_ratio"]
+            row["finetuned_vs_probe_worst"] = min(r["finetuned"]["full"][t] - diag[t]["linear_probe"] for t in tasks)
         s["per_model"][m] = row
     for kind in KINDS:
         ag = report["agreement"][kind]
@@ -144,16 +154,20 @@ def summarise(report: dict) -> dict:
 
 
 def checks(s: dict) -> dict:
-    """PASS / FAIL of each acceptance bar of the world (docs/world.md; issue 10's bars)."""
+    """PASS / FAIL of each acceptance bar of the world (docs/world.md; issue 10's bars); without diagnostics
+    in the report, the bars that need them are left out."""
     pm = s["per_model"]
     out = {
         "zero_shot_25_75_every_model": all(0.25 <= r["zero_shot"] <= 0.75 for r in pm.values()),
         "no_task_above_95_zero_shot_by_every_model": all(t["zero_shot_min"] <= 0.95 for t in s["per_task"].values()),
-        "participation_ratio_16_every_model": all(r["diagnostics"]["pooled_participation_ratio"] >= 16 for r in pm.values()),
-        "full: finetuned_at_least_linear_probe_minus_2_every_cell": all(r["finetuned_vs_probe_worst"] >= -0.02 for r in pm.values()),
-        "full: oracle_local (others' mean change <= own gain / 3)": all(
-            abs(r["diagnostics"]["others_change"]) <= r["diagnostics"]["own_gain"] / 3 for r in pm.values()),
     }
+    if all("diagnostics" in r for r in pm.values()):
+        out.update({
+            "participation_ratio_16_every_model": all(r["diagnostics"]["pooled_participation_ratio"] >= 16 for r in pm.values()),
+            "full: finetuned_at_least_linear_probe_minus_2_every_cell": all(r["finetuned_vs_probe_worst"] >= -0.02 for r in pm.values()),
+            "full: oracle_local (others' mean change <= own gain / 3)": all(
+                abs(r["diagnostics"]["others_change"]) <= r["diagnostics"]["own_gain"] / 3 for r in pm.values()),
+        })
     for kind in KINDS:
         o = s["overall"][kind]
         out[f"{kind}: finetune_gain_15_every_model"] = all(r[kind]["gain"] >= 0.15 for r in pm.values())
@@ -166,17 +180,23 @@ def world_report(path, progress: bool = False, force: bool = False) -> dict:
     """The world's report (measured once, then read from report.json); writes report.json and report.md."""
     from .world_report import markdown_report
 
+    return write_report(path, lambda: measure_world(Path(path), progress=progress), markdown_report, force=force)
+
+
+def write_report(path, measure, markdown, force: bool = False) -> dict:
+    """report.json / report.md of a built world at `path`: `measure()` -> raw figures, summarised and checked,
+    with the build's timings; `markdown(report)` -> the Markdown page. Read back from report.json when current."""
     path = Path(path)
     target = path / "report.json"
     if target.exists() and not force:
         report = json.loads(target.read_text())
         if report.get("report_version") == REPORT_VERSION:
             return report
-    report = measure_world(path, progress=progress)
+    report = measure()
     report["summary"] = summarise(report)
     build = json.loads((path / "build.json").read_text())
     report.update({"report_version": REPORT_VERSION, **{k: build[k] for k in (
         "profile", "seed", "world_version", "recipe", "workers", "threads_per_worker", "timings_s", "pretrain", "finetune_seconds")}})
     atomic_write(target, lambda tmp: Path(tmp).write_text(json.dumps(report, indent=1, sort_keys=True)))
-    atomic_write(path / "report.md", lambda tmp: Path(tmp).write_text(markdown_report(report)))
+    atomic_write(path / "report.md", lambda tmp: Path(tmp).write_text(markdown(report)))
     return report

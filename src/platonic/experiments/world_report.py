@@ -9,15 +9,17 @@ def _p(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def markdown_report(report: dict) -> str:
+def markdown_report(report: dict, task_names=TASK_NAMES, control_names=CONTROL_NAMES, title: str = "platonic world report") -> str:
+    """The report page; `task_names` / `control_names` are the world's (the audio world passes its own)."""
+    TASK_NAMES, CONTROL_NAMES = list(task_names), list(control_names)  # noqa: N806 - the page's columns
     s = report["summary"]
     kinds = [k for k in s["overall"] if k != "zero_shot"]  # the source kinds measured (full, lora)
     models = report["models"]
-    lines = [f"# platonic world report ({report['profile']}, seed {report['seed']}, {report['recipe']})", ""]
+    lines = [f"# {title} ({report['profile']}, seed {report['seed']}, {report['recipe']})", ""]
     t = report["timings_s"]
     lines += [f"Build: {t['total']:.0f} s total ({', '.join(f'{k} {v:.0f} s' for k, v in t.items() if k != 'total')}); "
               f"{report['workers']} worker processes x {report['threads_per_worker']} thread.", ""]
-    lines += ["## Per model (means over the 8 tasks; accuracies in %)", "",
+    lines += [f"## Per model (means over the {len(TASK_NAMES)} tasks; accuracies in %)", "",
               "| model | d | site | logit scale | zero-shot | full FT | LoRA FT | oracle full (a=1) | oracle LoRA (a=1) | recovery full | recovery LoRA | cross-model full (a=.5) | cross-model LoRA (a=.5) | "
               + " | ".join(f"{c} zs / after full FT" for c in CONTROL_NAMES) + " |",
               "|" + "---|" * (13 + len(CONTROL_NAMES))]
@@ -41,7 +43,8 @@ def markdown_report(report: dict) -> str:
         lines.append(f"- {kind}: fine-tune gain {_p(k['finetune_gain'])} points; same-task cross-model cosine "
                      f"{k['same_task_cross_model']:.3f} vs cross-task {k['cross_task_within_model']:.3f}; oracle recovery "
                      f"{k['oracle_recovery']:.2f}; oracle (a=1) {_p(k['oracle_alpha1'])}%; cross-model (a=0.5) {_p(k['cross_model_alpha05'])}%")
-    lines += [""] + diagnostics_table(report)
+    if "diagnostics" in report:
+        lines += [""] + diagnostics_table(report, len(TASK_NAMES))
     lines += ["", "## Checks", ""] + [f"- {'PASS' if v else 'FAIL'}: {k}" for k, v in s["checks"].items()]
     lines += ["", "## Every cell (accuracy %, test split)", "",
               "| model | " + " | ".join(TASK_NAMES) + " | " + " | ".join(CONTROL_NAMES) + " |", "|" + "---|" * (1 + len(TASK_NAMES) + len(CONTROL_NAMES))]
@@ -50,14 +53,14 @@ def markdown_report(report: dict) -> str:
         for kind in kinds:
             lines.append(f"| {m} {kind} FT | " + " | ".join(_p(r["finetuned"][kind][x]) for x in TASK_NAMES) + " | "
                          + " | ".join(_p(sum(r["controls_after"][kind][x][c] for x in TASK_NAMES) / len(TASK_NAMES)) for c in CONTROL_NAMES) + " |")
-            lines.append(f"| {m} oracle {kind} | " + " | ".join(_p(r["oracle"][kind][x]) for x in TASK_NAMES) + " | | |")
+            lines.append(f"| {m} oracle {kind} | " + " | ".join(_p(r["oracle"][kind][x]) for x in TASK_NAMES) + " |" + " |" * len(CONTROL_NAMES))
     return "\n".join(lines) + "\n"
 
 
-def diagnostics_table(report: dict) -> list[str]:
+def diagnostics_table(report: dict, n_tasks: int = len(TASK_NAMES)) -> list[str]:
     """The diagnostics section (Markdown lines): per model, means over the tasks (experiments.world_diagnostics)."""
     s = report["summary"]
-    lines = ["## Diagnostics (full sources; means over the 8 tasks, accuracies in %)", "",
+    lines = [f"## Diagnostics (full sources; means over the {n_tasks} tasks, accuracies in %)", "",
               "Linear probe: softmax regression on the pre-trained embeddings; best linear map: the best d x d map "
               "of the embedding against the frozen prompts (CE on train). Locality of the oracle operator at alpha 1: "
               "own gain, mean change of the other tasks and of the controls (points), and how much more it moves the "

@@ -1,4 +1,5 @@
-"""The `world:` backend: `load_model("world:NAME[/TASK[/lora]]")` loads a zoo model from the built world.
+"""The `world:` backend: `load_model("world:NAME[/TASK[/lora]]")` loads a zoo model from the built world,
+`load_model("world:audio/NAME[/TASK[/lora]]")` one of the audio world's.
 
 Importing this module registers the backend; `platonic.models` imports it on the first `world:` spec.
 """
@@ -15,11 +16,20 @@ from .zoo import MODEL_NAMES, SPECS, WorldModel, load_weights, model_from_state
 
 
 def load_world_model(name: str, device="cpu", dtype=None, root: Path | None = None) -> WorldModel:
-    """Load `NAME`, `NAME/TASK` (full fine-tune) or `NAME/TASK/lora` from the built world (built if needed)."""
+    """Load `NAME`, `NAME/TASK` (full fine-tune) or `NAME/TASK/lora` from the built world (built if needed).
+
+    `audio/NAME[/TASK[/lora]]` is a model of the audio world (`platonic.world.audio.backend`; `root`
+    then names the audio world's directory).
+    """
+    if name.strip().startswith("audio/"):
+        from .audio.backend import load_audio_world_model
+
+        return load_audio_world_model(name.strip().removeprefix("audio/"), device=device, dtype=dtype, root=root)
     parts = name.strip().split("/")
     if parts[0] not in SPECS or len(parts) > 3:
         raise InvalidInputError(
-            f"unknown world model {name!r}; models: {', '.join(MODEL_NAMES)} (optionally /TASK or /TASK/lora)"
+            f"unknown world model {name!r}; models: {', '.join(MODEL_NAMES)} (optionally /TASK or /TASK/lora), "
+            "or audio/NAME for the audio world"
         )
     world = Path(root) if root is not None else ensure_world()
     spec = SPECS[parts[0]]

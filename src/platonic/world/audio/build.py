@@ -1,0 +1,339 @@
+"""Build the audio world: data, caption cache, pre-training of the audio zoo, fine-tuned sources. Cached, versioned.
+
+Like the image world's builder (`platonic.world.build`) it makes data and weights only; what the world
+does (zero-shot, fine-tuning gain, descriptor agreement, oracle recovery) is measured by the experiment
+engine, `platonic.experiments.audio_world_checks`, which writes report.json / report.md into the same
+directory.
+
+Layout under $CACHE/audio-world/ ($CACHE: $PLATONIC_CACHE, else $XDG_CACHE_HOME/platonic, else ~/.cache/platonic):
+
+    data-{profile}-seed{seed}-{data hash}.safetensors     the rendered clips (int16), splits, probe indices;
+                                                          shared by every recipe with the same data
+    audio-world-v{VERSION}-{profile}-seed{seed}-{recipe}/
+        captions.safetensors      MiniLM embeddings (V, 384) of the caption vocabulary (JSON list in metadata)
+        models/NAME/base.safetensors                  pre-trained model (audio tower, text head, logit head)
+        models/NAME/ft/TASK.{full,lora}.safetensors   fine-tuned audio towers (base parameter names)
+        build.json                timings, pre-training statistics, fine-tune settings
+        COMPLETE                  written last; a directory without it is rebuilt
+
+The data hash covers the sizes, seed, probes and the source of the audio data modules; the recipe hash
+covers that, the profile, the model specs and the source of every module that defines the weights
+(audio nets / zoo / pretrain, the image world's nets / train / text that they reuse, `platonic.finetune`).
+Jobs (pre-train one model; fine-tune one (model, task), both kinds) run in forked single-threaded worker
+processes, each seeded by itself, so the weights do not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from ... import finetune as finetune_module
+from ...data.probes import PROBES_PER_CLASS
+from ...errors import ArtifactError, InvalidInputError
+from ...finetune import FinetuneConfig, finetune
+from ...paths import cache_root
+from ...progress import LineProgress, track
+from ...storage import atomic_write, write_tensors
+from ..text import SentenceEncoder
+from ..train import set_determinism
+from . import dataset
+from .dataset import AudioDataSizes
+from .pretrain import AudioPretrainConfig, pretrain
+from .tasks import TASK_NAMES, caption_vocabulary
+from .tools import require_audio_packages
+from .zoo import MODEL_NAMES, SPECS, model_from_state, save_weights, spec_to_json
+from .zoo import load_weights as _load_weights
+
+AUDIO_WORLD_VERSION = 1
+META_KEY = "platonic_world"
+KINDS = ("full", "lora")
+
+
+@dataclass(frozen=True)
+class AudioProfile:
+    """One build recipe: data sizes, pre-training, and the `platonic.finetune` config of each source kind.
+
+    sources["full"]: every audio-tower parameter; sources["lora"]: peft LoRA rank 4 / alpha 8 on the spec's
+    targets, merged. Both with the replay term over `replay_per_task` train clips of every other task.
+    """
+
+    name: str
+    sizes: AudioDataSizes
+    pretrain: AudioPretrainConfig
+    sources: dict
+    replay_per_task: int = 64
+    probes_per_class: int = PROBES_PER_CLASS  # 30 as in the paper; the tiny test profile uses fewer
+
+
+def _sources(steps: int, batch: int, lr: float, lora_lr: float, replay_batch: int) -> dict[str, FinetuneConfig]:
+    """Full and LoRA source fine-tunes: warm-up 10 % then cosine, the model's own logit scale, replay 3."""
+    common = dict(steps=steps, batch_size=batch, warmup_fraction=0.1, logit_scale=None, replay=3.0,
+                  replay_batch_size=replay_batch)
+    return {"full": FinetuneConfig(mode="full", lr=lr, weight_decay=0.1, **common),
+            "lora": FinetuneConfig(mode="lora", lr=lora_lr, weight_decay=0.01, lora_rank=4, lora_alpha=8, **common)}
+
+
+PROFILES = {
+    # tests: every model, task, source kind and report cell, as small as the renderers and splits allow
+    "tiny": AudioProfile("tiny", AudioDataSizes(6, 1, 2, 2, 1, 2), AudioPretrainConfig(steps=8, batch=16, lr=2e-3),
+                         _sources(steps=2, batch=8, lr=3e-4, lora_lr=3e-3, replay_batch=4), replay_per_task=2,
+                         probes_per_class=2),
+    "full": AudioProfile("full", dataset.SIZES["full"], AudioPretrainConfig(steps=200, batch=128, lr=2e-3),
+                         _sources(steps=40, batch=32, lr=1e-3, lora_lr=1e-2, replay_batch=16), replay_per_task=32),
+}
+_DATA_MODULES = ("canonical.py", "tools.py", "splits.py", "tasks.py", "instruments.py", "speech.py", "procedural.py",
+                 "dataset.py")
+_RECIPE_MODULES = ("audio/nets.py", "audio/zoo.py", "audio/pretrain.py", "nets.py", "train.py", "text.py")
+
+
+def check_profile(profile: str) -> str:
+    """`profile` if it is a known audio world profile; else raise naming the known ones."""
+    if profile not in PROFILES:
+        raise InvalidInputError(f"unknown audio world profile {profile!r}; use one of {', '.join(PROFILES)}")
+    return profile
+
+
+def data_hash(profile: AudioProfile, seed: int) -> str:
+    """Hash of what determines the rendered clips: sizes, seed, probes per class, the audio data modules' source."""
+    h = hashlib.sha256(json.dumps({"sizes": asdict(profile.sizes), "seed": seed, "probes": profile.probes_per_class},
+                                  sort_keys=True).encode())
+    here = Path(__file__).parent
+    for name in _DATA_MODULES:
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def recipe_hash(profile: AudioProfile, seed: int) -> str:
+    """Hash of what determines the built weights: the data, profile, specs and the recipe modules' source."""
+    h = hashlib.sha256()
+    recipe = {"version": AUDIO_WORLD_VERSION, "data": data_hash(profile, seed), "seed": seed,
+              "pretrain": asdict(profile.pretrain), "replay_per_task": profile.replay_per_task,
+              "sources": {k: c.model_dump() for k, c in profile.sources.items()},
+              "specs": {n: spec_to_json(s) for n, s in SPECS.items()}}
+    h.update(json.dumps(recipe, sort_keys=True, default=str).encode())
+    world = Path(__file__).parent.parent
+    for name in _RECIPE_MODULES:
+        h.update((world / name).read_bytes())
+    h.update(inspect.getsource(finetune_module).encode())
+    return h.hexdigest()[:12]
+
+
+def _root(root: Path | None) -> Path:
+    return Path(root) if root is not None else cache_root() / "audio-world"
+
+
+def data_path(profile: str = "full", seed: int = 0, root: Path | None = None) -> Path:
+    prof = PROFILES[check_profile(profile)]
+    return _root(root) / f"data-{profile}-seed{seed}-{data_hash(prof, seed)}.safetensors"
+
+
+def audio_world_dir(profile: str = "full", seed: int = 0, root: Path | None = None) -> Path:
+    prof = PROFILES[check_profile(profile)]
+    return _root(root) / f"audio-world-v{AUDIO_WORLD_VERSION}-{profile}-seed{seed}-{recipe_hash(prof, seed)}"
+
+
+def default_profile() -> str:
+    p = os.environ.get("PLATONIC_WORLD_PROFILE", "full")
+    if p not in PROFILES:
+        raise InvalidInputError(f"PLATONIC_WORLD_PROFILE={p!r}; use one of {', '.join(PROFILES)}")
+    return p
+
+
+def ensure_audio_world(profile: str | None = None, seed: int = 0, root: Path | None = None, progress: bool = True) -> Path:
+    """The built audio world's directory, building it first if it is missing or incomplete."""
+    profile = profile or default_profile()
+    path = audio_world_dir(profile, seed, root)
+    if not (path / "COMPLETE").exists():
+        build_audio_world(profile, seed=seed, root=root, progress=progress)
+    return path
+
+
+def ensure_audio_data(profile: str = "full", seed: int = 0, root: Path | None = None, progress: bool = True) -> Path:
+    """The rendered data file of `profile`, rendering it first if missing."""
+    path = data_path(profile, seed, root)
+    if not path.exists():
+        prof = PROFILES[profile]
+        data = dataset.build_audio_data(prof.sizes, seed, progress=progress, probes_per_class=prof.probes_per_class)
+        dataset.save_audio_data(path, data, {"profile": profile, "seed": seed})
+    return path
+
+
+def load_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors, JSON metadata) of a weights file of the audio world (the image world's format); a missing
+    file names the audio build."""
+    if not Path(path).exists():
+        raise ArtifactError(f"{path} does not exist; build the audio world with `platonic world audio-build`")
+    return _load_weights(path)
+
+
+# -- worker side ------------------------------------------------------------------------------------
+
+_CACHE: dict = {}
+
+
+def world_data_file(world: Path) -> Path:
+    """The data file a built audio world reads (named in its build.json, or beside it while it builds)."""
+    return Path(json.loads((Path(world) / "inputs.json").read_text())["data"])
+
+
+def load_world_inputs(world: Path):
+    """(data, vocab, caption_emb) of an audio world directory, cached per process (one world at a time)."""
+    key = str(world)
+    if key not in _CACHE:
+        data = dataset.load_audio_data(world_data_file(world))
+        with safe_open(str(Path(world) / "captions.safetensors"), framework="pt") as f:
+            vocab = json.loads(f.metadata()[META_KEY])["vocab"]
+            emb = f.get_tensor("embeddings")
+        SentenceEncoder.shared().preload(vocab, emb)
+        _CACHE.clear()
+        _CACHE[key] = (data, vocab, emb)
+    return _CACHE[key]
+
+
+def _model_seed(spec, seed: int) -> int:
+    return spec.seed + 1000 * seed
+
+
+def job_pretrain(path: str, profile: str, seed: int, name: str) -> dict:
+    set_determinism(1)
+    path = Path(path)
+    data, vocab, emb = load_world_inputs(path)
+    spec = SPECS[name]
+    t0 = time.perf_counter()
+    module, stats = pretrain(spec, data, vocab, emb, PROFILES[profile].pretrain, _model_seed(spec, seed))
+    stats["seconds"] = time.perf_counter() - t0
+    save_weights(path / "models" / name / "base.safetensors", module.state_dict(),
+                 {"spec": spec_to_json(spec), "provenance": {"kind": "pretrained", "profile": profile, "seed": seed, **stats}})
+    return {"model": name, **stats}
+
+
+def replay_pool(data, task: str, per_task: int, seed: int) -> torch.Tensor:
+    """Canonical clips (R, 16000): `per_task` train clips of every other task (controls are never used)."""
+    g = torch.Generator().manual_seed(seed)
+    parts = []
+    for t in TASK_NAMES:
+        if t != task:
+            train = data[t].train
+            parts.append(train.clips[torch.randperm(len(train), generator=g)[:per_task]])
+    return torch.cat(parts)
+
+
+def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> dict:
+    """Both source kinds of (model, task), each a `platonic.finetune` run; writes the towers' weights."""
+    set_determinism(1)
+    path = Path(path)
+    data, _, _ = load_world_inputs(path)
+    spec = SPECS[name]
+    state, _ = load_weights(path / "models" / name / "base.safetensors")
+    model = model_from_state(spec, state, f"world:audio/{name}")
+    prof = PROFILES[profile]
+    train = data[task].train
+    replay = replay_pool(data, task, prof.replay_per_task, _model_seed(spec, seed))
+    out = {}
+    for k, kind in enumerate(KINDS):
+        t0 = time.perf_counter()
+        config = prof.sources[kind].model_copy(update={"seed": _model_seed(spec, seed) * 100 + TASK_NAMES.index(task) * 2 + k})
+        tuned, losses = finetune(model, train.clips, train.labels, data[task].task.prompts, config, progress=False,
+                                 replay_inputs=replay)
+        secs = time.perf_counter() - t0
+        prov = {"kind": kind, "task": task, "base": f"world:audio/{name}", "profile": profile, "seed": seed,
+                "finetune": config.model_dump(), "lora_targets": list(spec.lora_targets) if kind == "lora" else None,
+                "trained": "audio tower, all parameters" if kind == "full" else "LoRA adapters (merged)",
+                "final_loss": sum(losses[-8:]) / len(losses[-8:]), "seconds": secs}
+        save_weights(path / "models" / name / "ft" / f"{task}.{kind}.safetensors", tuned.tower.state_dict(), prov)
+        out[kind] = secs
+    return {"model": name, "task": task, **out}
+
+
+# -- orchestration ------------------------------------------------------------------------------------
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+
+
+def _pool(workers: int):
+    """Forked single-threaded workers (fork: callers need no `if __name__ == "__main__"` guard)."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"), initializer=_init_worker)
+
+
+def build_audio_world(profile: str = "full", seed: int = 0, root: Path | None = None, force: bool = False,
+                      progress: bool = True, workers: int | None = None) -> Path:
+    """Build (or rebuild with `force`) the audio world; returns its directory.
+
+    Renders the data first when its file is missing (MissingDataError naming the Debian package when a
+    program, soundfont or voice is missing).
+    """
+    check_profile(profile)
+    require_audio_packages()
+    path = audio_world_dir(profile, seed, root)
+    if (path / "COMPLETE").exists() and not force:
+        return path
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    workers = workers or int(os.environ.get("PLATONIC_WORLD_WORKERS", "2"))
+    prof = PROFILES[profile]
+    timings = {}
+    t_all = time.perf_counter()
+    total = len(MODEL_NAMES) * (1 + len(TASK_NAMES))
+    lines = LineProgress(total, f"building audio world ({profile})", enabled=progress)
+    lines.note(f"started in {path}")
+
+    t0 = time.perf_counter()
+    data_file = ensure_audio_data(profile, seed, root, progress=progress and not lines.active)
+    atomic_write(path / "inputs.json", lambda tmp: Path(tmp).write_text(json.dumps({"data": str(data_file)})))
+    timings["data"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    vocab = caption_vocabulary()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    emb = SentenceEncoder().encode(vocab)  # a fresh encoder: embeddings depend only on the vocabulary
+    torch.set_num_threads(threads)
+    write_tensors(path / "captions.safetensors", {"embeddings": emb}, {"vocab": vocab}, key=META_KEY, make_parents=True)
+    timings["captions"] = time.perf_counter() - t0
+    lines.note(f"data and caption embeddings ready ({len(vocab)} captions); {total} training jobs next")
+
+    args = (str(path), profile, seed)
+    pre_stats, ft_stats = {}, []
+    t0 = time.perf_counter()
+    with _pool(workers) as pool:
+        pending = {pool.submit(job_pretrain, *args, m): ("pre", m) for m in MODEL_NAMES}
+        bar = iter(track(range(total), description=f"building audio world ({profile})", enabled=progress and not lines.active))
+        while pending:
+            for fut in as_completed(list(pending)):
+                stage, m = pending.pop(fut)
+                res = fut.result()
+                next(bar, None)
+                lines.step(f"pre-training {m}" if stage == "pre" else f"fine-tuning {'/'.join(m)}")
+                if stage == "pre":
+                    pre_stats[m] = res
+                    for t in TASK_NAMES:
+                        pending[pool.submit(job_finetune, *args, m, t)] = ("ft", (m, t))
+                else:
+                    ft_stats.append(res)
+                break
+        for _ in bar:
+            pass
+    timings["train"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_all
+    build = {"profile": profile, "seed": seed, "world_version": AUDIO_WORLD_VERSION, "recipe": path.name, "workers": workers,
+             "threads_per_worker": 1, "timings_s": timings, "pretrain": pre_stats, "data": str(data_file),
+             "sources": {kind: cfg.model_dump() for kind, cfg in prof.sources.items()},
+             "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in KINDS} for r in ft_stats}}
+    atomic_write(path / "build.json", lambda tmp: Path(tmp).write_text(json.dumps(build, indent=1, sort_keys=True)))
+    atomic_write(path / "COMPLETE", lambda tmp: Path(tmp).write_text(json.dumps({"built": time.time()})))
+    lines.note("complete")
+    return path
