@@ -6,7 +6,7 @@ import torch
 
 from platonic import InvalidInputError
 from platonic.attention import attention_lora_modules, attention_weight_names
-from platonic.finetune import FinetuneConfig, _lora_deltas, _trainable, finetune
+from platonic.finetune import FinetuneConfig, _trainable, finetune
 
 from conftest import get_model
 
@@ -59,11 +59,11 @@ def test_lora_att_wraps_q_k_v_out_and_orthoreg_sees_scaled_BA_of_each():
     model = get_model("hf:tiny-clip")
     assert attention_lora_modules(model.tower) == [f"encoder.layers.{i}.self_attn.{p}_proj" for i in range(2)
                                                    for p in ("q", "k", "v", "out")]
-    from platonic.lora import attach_lora
+    from platonic.lora import attach_lora, lora_weight_deltas
 
     ft = model.copy_for_new_weights()
     attach_lora(ft.tower, attention_lora_modules(ft.tower), 4, 8.0, ft.spec, seed=0)
-    deltas = _lora_deltas(ft.tower)
+    deltas = lora_weight_deltas(ft.tower)
     assert len(deltas) == 8 and all(d.shape == (32, 32) for d in deltas)  # one (alpha/r) B A per projection
     probes = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     before = {k: v.clone() for k, v in model.module.state_dict().items()}
