@@ -14,6 +14,12 @@ world_app = typer.Typer(help="The embedded world: real small data, a zoo of tiny
                         no_args_is_help=True, rich_markup_mode=None)
 
 
+def _print_checks(report: dict) -> None:
+    """One line per acceptance check of a world report: PASS or FAIL and its name."""
+    for k, v in report["summary"]["checks"].items():
+        typer.echo(f"  {'PASS' if v else 'FAIL'}  {k}")
+
+
 @world_app.command("build")
 def build(
     profile: str = typer.Option("full", "--profile", help="tiny (tests, ~1.5 min) or full (~25-30 min on 2 cores, then ~10 min for its report)"),
@@ -34,11 +40,9 @@ def build(
         report = world_report(path, progress=not quiet, force=force)
     except PlatonicError as exc:  # the world's MissingDataError included
         fail(exc)
-    checks = report["summary"]["checks"]
     typer.echo(f"world: {path}")
     typer.echo(f"report: {path / 'report.md'}")
-    for k, v in checks.items():
-        typer.echo(f"  {'PASS' if v else 'FAIL'}  {k}")
+    _print_checks(report)
 
 
 @world_app.command("diagnose")
@@ -59,8 +63,7 @@ def diagnose(profile: str = typer.Option("full", "--profile", help="tiny or full
     except PlatonicError as exc:
         fail(exc)
     typer.echo("\n".join(diagnostics_table(report)))
-    for k, v in report["summary"]["checks"].items():
-        typer.echo(f"  {'PASS' if v else 'FAIL'}  {k}")
+    _print_checks(report)
 
 
 @world_app.command("path")
@@ -97,8 +100,7 @@ def audio_build(
         fail(exc)
     typer.echo(f"audio world: {path}")
     typer.echo(f"report: {path / 'report.md'}")
-    for k, v in report["summary"]["checks"].items():
-        typer.echo(f"  {'PASS' if v else 'FAIL'}  {k}")
+    _print_checks(report)
 
 
 @world_app.command("audio-path")

@@ -7,6 +7,8 @@ never run and train nothing, silently. `require_lora_runs` catches that with one
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .errors import InvalidInputError
@@ -73,29 +75,25 @@ def lora_weight_deltas(tower: torch.nn.Module) -> list[torch.Tensor]:
     return out
 
 
-_PACKED_FACTOR: list[float] = []
-
-
+@functools.cache
 def packed_out_proj_factor() -> float:
     """How many times this peft applies the out_proj LoRA of a packed nn.MultiheadAttention: 2 in peft
     0.21 (huggingface/peft PR 3774), 1 once fixed. Measured once on a tiny layer by merging it."""
-    if not _PACKED_FACTOR:
-        from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model
 
-        class _One(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.attn = torch.nn.MultiheadAttention(4, 1)
+    class _One(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(4, 1)
 
-        with torch.random.fork_rng():
-            torch.manual_seed(0)
-            probe = _One()
-            before = probe.attn.out_proj.weight.detach().clone()
-            wrapped = get_peft_model(probe, LoraConfig(r=1, lora_alpha=1, target_modules=["attn"]))
-            inner = wrapped.base_model.model.attn.get_base_layer().out_proj
-            with torch.no_grad():
-                inner.lora_B["default"].weight.fill_(1.0)
-                expected = inner.scaling["default"] * inner.lora_B["default"].weight @ inner.lora_A["default"].weight
-                realised = wrapped.merge_and_unload().attn.out_proj.weight - before
-            _PACKED_FACTOR.append(float((realised * expected).sum() / (expected * expected).sum()))
-    return _PACKED_FACTOR[0]
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        probe = _One()
+        before = probe.attn.out_proj.weight.detach().clone()
+        wrapped = get_peft_model(probe, LoraConfig(r=1, lora_alpha=1, target_modules=["attn"]))
+        inner = wrapped.base_model.model.attn.get_base_layer().out_proj
+        with torch.no_grad():
+            inner.lora_B["default"].weight.fill_(1.0)
+            expected = inner.scaling["default"] * inner.lora_B["default"].weight @ inner.lora_A["default"].weight
+            realised = wrapped.merge_and_unload().attn.out_proj.weight - before
+    return float((realised * expected).sum() / (expected * expected).sum())
