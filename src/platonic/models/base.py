@@ -77,6 +77,7 @@ class DualEncoder(ABC):
     spec: str
     modality: str = "image"
     canonical_size: int = 224  # side of the shared canonical probe images this model is fed from
+    canonical_seconds: float | None = None  # audio: the clip length the model takes (None: any; it crops itself)
 
     # -- what a backend provides ----------------------------------------------------------------
     @property

@@ -140,6 +140,7 @@ class AudioWorldModel(DualEncoder):
     """An audio zoo model as a `DualEncoder` (modality "audio"). `module` holds audio tower, text head, logit head."""
 
     modality = "audio"
+    canonical_seconds = canonical.CLIP_SECONDS  # the towers take exactly one canonical clip (`check_clips`)
 
     def __init__(self, spec: AudioModelSpec, module: AudioWorldDualEncoder, spec_string: str | None = None):
         self.model_spec = spec
