@@ -573,12 +573,14 @@ def _run_adapter(model, descriptors, terms, probes, adapter_path: Path, output: 
 
 SETUPS = {  # name -> "module:function" returning an ExperimentSetup (imported on demand)
     "world": "platonic.experiments.world_setup:world_setup",
+    "audio-world": "platonic.experiments.audio_world_setup:audio_world_setup",
     "toy": "platonic.experiments.toy:toy_setup",
 }
+WORLD_SETUPS = ("world", "audio-world")  # the embedded worlds: --models / --tasks / --world / --steps slice them
 
 
 def load_setup(name: str, models=(), tasks=(), controls=(), sources=(), device: str = "cpu", names=None):
-    """A built-in setup (world, toy), a YAML setup file, or one made of command-line options.
+    """A built-in setup (world, audio-world, toy), a YAML setup file, or one made of command-line options.
 
     Options (NAME=VALUE strings) are added to a YAML file's setup; with the default setup (world)
     they make a setup of their own. With `names` (the experiments to run), a YAML or option setup that
@@ -594,7 +596,7 @@ def load_setup(name: str, models=(), tasks=(), controls=(), sources=(), device: 
         raise InvalidInputError(f"--model/--task/--control/--source cannot be added to the {name} setup; "
                                 "use them alone or with a YAML file")
     if name not in SETUPS and not Path(name).is_file():
-        raise InvalidInputError(f"unknown setup {name!r}: give world, toy, or a YAML file (docs/experiments.md)")
+        raise InvalidInputError(f"unknown setup {name!r}: give {', '.join(SETUPS)}, or a YAML file (docs/experiments.md)")
     from .experiments.config import config_from_options, config_setup, read_config
 
     config = read_config(Path(name)) if name not in SETUPS else None
@@ -642,8 +644,8 @@ def solve_settings(names, mu_a: float | None, mu_b: float | None, kind: str | No
 def experiment(
     names: list[str] = typer.Argument(..., help="addition, negation, generalization, alpha, weight_space and/or orthoreg_sources; or "
                                       "task_arithmetic alone (method.md §2: flavours x OrthoReg, docs/experiments.md)."),
-    setup: str = typer.Option("world", "--setup", help="world (the embedded world), toy (synthetic, seconds), or a YAML file "
-                              "naming models, tasks and sources (docs/experiments.md)."),
+    setup: str = typer.Option("world", "--setup", help="world (the embedded world), audio-world (the embedded audio world), "
+                              "toy (synthetic, seconds), or a YAML file naming models, tasks and sources (docs/experiments.md)."),
     model: list[str] = typer.Option([], "--model", help="NAME=SPEC: a model to run on (repeat; instead of --setup's)."),
     task: list[str] = typer.Option([], "--task", help="NAME (a registered task, e.g. eurosat) or NAME=SOURCE: an image "
                                    "folder FOLDER/{train,test[,val]}/CLASS/*, hf:ORG/NAME[@REV], hf:DIR or "
@@ -673,9 +675,9 @@ def experiment(
                                         "probes)."),
     flavours: str = typer.Option(None, "--flavours", help="task_arithmetic: comma-separated fine-tuning flavours "
                                  "(default full,attention,lora,linear)."),
-    ta_tasks: str = typer.Option(None, "--tasks", help="task_arithmetic, or any experiment on the world: comma-separated "
+    ta_tasks: str = typer.Option(None, "--tasks", help="task_arithmetic, or any experiment on a world: comma-separated "
                                  "task names (default: all)."),
-    ta_models: str = typer.Option(None, "--models", help="task_arithmetic, or any experiment on the world: comma-separated "
+    ta_models: str = typer.Option(None, "--models", help="task_arithmetic, or any experiment on a world: comma-separated "
                                   "model names (default: all)."),
     lambdas: str = typer.Option(None, "--lambdas", help="task_arithmetic, orthoreg_sources: OrthoReg's lambda grid within "
                                 "[0.1, 100], chosen on validation (default 0.1,1,10; orthoreg_sources 1,10)."),
@@ -725,7 +727,7 @@ def experiment(
         if anchor_images is not None and (ridge is None or ridge.kind != "anchored"):
             raise InvalidInputError("--anchor-images is the anchored solve's pool; add --solve anchored")
         pool = None if anchor_images is None else load_probes(anchor_images, "--anchor-images")
-        loaded = _world_setup(world_options) if world_options else load_setup(setup, model, task, control, source, device,
+        loaded = _world_setup(world_options, setup) if world_options else load_setup(setup, model, task, control, source, device,
                                                                                names=names)
         run_experiments(loaded, names, output, plots=plots, alpha=alpha, solve=ridge, adapter_cells=adapter_cells,
                         adapter_config=config, anchor_images=pool, options=options, log=console.print)
@@ -758,9 +760,10 @@ def _protocol_options(names, setup: str, own: bool, given: dict) -> tuple[dict, 
         raise InvalidInputError("--steps (a positive number of fine-tuning steps) applies to task_arithmetic, weight_space "
                                 "and orthoreg_sources")
     world = {k: given[k] for k in ("--models", "--tasks", "--world", "--steps") if given[k] is not None}
-    if world and (setup != "world" or own):
-        raise InvalidInputError(f"{', '.join(world)} appl{'y' if len(world) > 1 else 'ies'} to the embedded world "
-                                "(--setup world without --model/--task); a YAML setup names its own models and tasks")
+    if world and (setup not in WORLD_SETUPS or own):
+        raise InvalidInputError(f"{', '.join(world)} appl{'y' if len(world) > 1 else 'ies'} to the embedded worlds "
+                                "(--setup world or audio-world, without --model/--task); a YAML setup names its own "
+                                "models and tasks")
     options = {}
     for name in cached:
         options[name] = {"val_size": given["--val-size"]} if given["--val-size"] is not None else {}
@@ -770,13 +773,16 @@ def _protocol_options(names, setup: str, own: bool, given: dict) -> tuple[dict, 
     return options, world
 
 
-def _world_setup(options: dict):
-    """The embedded world with some models / tasks, a built directory or the cached sources' fine-tuning steps."""
+def _world_setup(options: dict, setup: str = "world"):
+    """An embedded world (`setup`: world | audio-world) with some models / tasks, a built directory or the
+    cached sources' fine-tuning steps."""
+    from .experiments.audio_world_setup import audio_world_setup
     from .experiments.ta_parts import Recipe
     from .experiments.world_setup import world_setup
 
     steps = options.get("--steps")
-    return world_setup(models=_csv(options.get("--models"), "--models"), tasks=_csv(options.get("--tasks"), "--tasks"),
+    make = audio_world_setup if setup == "audio-world" else world_setup
+    return make(models=_csv(options.get("--models"), "--models"), tasks=_csv(options.get("--tasks"), "--tasks"),
                        recipe=Recipe(**({"steps": steps} if steps is not None else {})), path=options.get("--world"))
 
 
@@ -916,7 +922,8 @@ DEMO_EXPERIMENTS = ("addition", "negation", "generalization")
 
 @app.command()
 def demo(
-    setup: str = typer.Option("world", "--setup", help="world (the embedded world, built on first use) or toy (synthetic, seconds)."),
+    setup: str = typer.Option("world", "--setup", help="world (the embedded world, built on first use), audio-world "
+                              "(the embedded audio world, built on first use) or toy (synthetic, seconds)."),
     output: Path = typer.Option(Path("runs/demo"), "-o", "--output", help="Run directory to write."),
 ) -> None:
     """The paper's protocol on the embedded world: addition, negation, generalisation (CPU, minutes),
@@ -931,7 +938,8 @@ def demo(
 
     try:
         if setup not in SETUPS:
-            raise InvalidInputError(f"--setup {setup!r}: the demo runs on world or toy (your own models: platonic experiment)")
+            raise InvalidInputError(f"--setup {setup!r}: the demo runs on {', '.join(SETUPS)} (your own models: "
+                                    "platonic experiment)")
         check_run_directory(output)
         check_cache_writable()
         console.print(f"[bold]platonic demo[/]: {', '.join(DEMO_EXPERIMENTS)} on the {setup} setup")

@@ -42,6 +42,11 @@ class AudioWorldParts:
         prompts = self.tasks[name].prompts if name in self.tasks else self.controls[name].prompts
         return EvalSet(f"{name}/{split}", part.clips, part.labels, prompts)
 
+    def train(self, name: str):
+        """(clips (n, 16000) float32, labels (n,)) of task `name`'s labelled train split."""
+        part = self.data[name].train
+        return part.clips, part.labels
+
 
 def audio_world_parts(path, models=None) -> AudioWorldParts:
     """Load the built audio world at `path` (models: the names to load, default all)."""

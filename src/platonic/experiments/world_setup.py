@@ -57,6 +57,11 @@ class WorldParts:
         prompts = self.tasks[name].prompts if name in self.tasks else self.controls[name].prompts
         return EvalSet(f"{name}/{split}", part.images, part.labels, prompts)
 
+    def train(self, name: str):
+        """(images (n, 3, S, S) uint8, labels (n,)) of task `name`'s labelled train split."""
+        part = self.data[name].train
+        return part.images, part.labels
+
 
 def world_parts(path: Path, models=None) -> WorldParts:
     """Load the built world at `path` (models: the names to load, default all; tasks, controls, data)."""
@@ -87,20 +92,59 @@ def ascended(model, task: str, images, labels, prompts):
     return edited, hit
 
 
-def world_sources(world: WorldParts, models: dict, tasks: dict, recipe=None) -> CachedSources:
-    """The fine-tune cache's full fine-tunes of the world's models (`experiments.sources.CachedSources`).
+def world_sources(world, models: dict, tasks: dict, recipe=None, task_names=None) -> CachedSources:
+    """The fine-tune cache's full fine-tunes of a world's models (`experiments.sources.CachedSources`).
 
+    world: `WorldParts` or the audio world's parts (anything with `train(task) -> (inputs, labels)`);
     recipe: a `task_arithmetic.Recipe` (default: its defaults, 64 steps at batch 64); a task's seed is
-    its index among all the world's tasks, so a run on some tasks shares entries with one on all of
-    them, and with `platonic experiment task_arithmetic --flavours full` of the same recipe.
+    its index among all the world's tasks (`task_names`, default the image world's), so a run on some
+    tasks shares entries with one on all of them, and with `platonic experiment task_arithmetic
+    --flavours full` of the same recipe.
     """
     from ..world import data as wd
     from .ta_parts import Recipe
 
     recipe = recipe or Recipe()
-    train = {t: (world.data[t].train.images, world.data[t].train.labels) for t in tasks}
-    return CachedSources(models, tasks, train, lambda task, lam: recipe.config("full", lam, wd.TASK_NAMES.index(task)),
+    names = tuple(task_names or wd.TASK_NAMES)
+    train = {t: world.train(t) for t in tasks}
+    return CachedSources(models, tasks, train, lambda task, lam: recipe.config("full", lam, names.index(task)),
                          {"flavour": "full", **recipe.model_dump()})
+
+
+def check_names(kind: str, models, tasks, model_names, task_names) -> None:
+    """Refuse unknown model / task names of the `kind` world ("world", "audio world"), and fewer than two tasks."""
+    for what, names, have in (("model", models, model_names), ("task", tasks, task_names)):
+        unknown = [n for n in names or () if n not in have]
+        if unknown:
+            raise InvalidInputError(f"unknown {kind} {what}(s) {', '.join(unknown)}; choose from {', '.join(have)}")
+    if tasks is not None and len(tasks) < 2:
+        raise InvalidInputError("the experiments need at least two tasks; name two or more with --tasks")
+
+
+def parts_setup(world, label: str, task_names, related_group, held_out_related, tasks=None,
+                source_kind: str = DEFAULT_SOURCE_KIND, recipe=None, progress: bool = True) -> ExperimentSetup:
+    """A built world's parts (image or audio) as an ExperimentSetup.
+
+    world: the loaded parts (models, tasks, controls, data, `finetuned`, `train`); label: the setup's
+    name; task_names: all the world's tasks in order (the fine-tune cache's seeds); related_group /
+    held_out_related: the world's related tasks, kept when every one of them is among `tasks`.
+    """
+    models = world.models
+    tasks = {t: world.tasks[t] for t in (tasks or world.tasks)}
+    related = tuple(t for t in related_group if t in tasks)
+    held_out = held_out_related if held_out_related in tasks and len(related) >= 2 else None
+    descriptors, on_grid = measure_on_grids(models, tasks, lambda model, task: world.finetuned(model, task, source_kind), progress)
+    sources = world_sources(world, models, tasks, recipe, task_names)
+
+    def gradient_ascent(target: str, task: str):
+        inputs, labels = world.train(task)
+        return ascended(models[target], task, inputs, labels, tasks[task].prompts)[0]
+
+    return ExperimentSetup(f"{label} ({world.path.name}, sources: {source_kind} fine-tunes)", models, tasks, world.controls,
+                           descriptors, related_group=related if held_out else (), held_out=held_out,
+                           baselines={"gradient_ascent": gradient_ascent, "task_vector": sources.task_vector,
+                                      "finetunes": sources},
+                           diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))
 
 
 def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DEFAULT_SOURCE_KIND,
@@ -115,27 +159,8 @@ def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DE
     from ..world.build import ensure_world
     from ..world.zoo import MODEL_NAMES
 
-    for what, names, have in (("model", models, MODEL_NAMES), ("task", tasks, wd.TASK_NAMES)):
-        unknown = [n for n in names or () if n not in have]
-        if unknown:
-            raise InvalidInputError(f"unknown world {what}(s) {', '.join(unknown)}; choose from {', '.join(have)}")
-    if tasks is not None and len(tasks) < 2:
-        raise InvalidInputError("the experiments need at least two tasks; name two or more with --tasks")
+    check_names("world", models, tasks, MODEL_NAMES, wd.TASK_NAMES)
     path = Path(path) if path is not None else ensure_world(profile, seed, progress=progress)
     world = world_parts(path, models=list(models) if models else None)
-    models = world.models
-    tasks = {t: world.tasks[t] for t in (tasks or world.tasks)}
-    related = tuple(t for t in wd.RELATED_GROUP if t in tasks)
-    held_out = wd.HELD_OUT_RELATED if wd.HELD_OUT_RELATED in tasks and len(related) >= 2 else None
-    descriptors, on_grid = measure_on_grids(models, tasks, lambda model, task: world.finetuned(model, task, source_kind), progress)
-    sources = world_sources(world, models, tasks, recipe)
-
-    def gradient_ascent(target: str, task: str):
-        train = world.data[task].train
-        return ascended(models[target], task, train.images, train.labels, tasks[task].prompts)[0]
-
-    return ExperimentSetup(f"world ({path.name}, sources: {source_kind} fine-tunes)", models, tasks, world.controls, descriptors,
-                           related_group=related if held_out else (), held_out=held_out,
-                           baselines={"gradient_ascent": gradient_ascent, "task_vector": sources.task_vector,
-                                      "finetunes": sources},
-                           diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))
+    return parts_setup(world, "world", wd.TASK_NAMES, wd.RELATED_GROUP, wd.HELD_OUT_RELATED, tasks, source_kind, recipe,
+                       progress)
