@@ -133,7 +133,7 @@ def test_an_hf_data_set_with_an_audio_column_is_a_source(tmp_path, counted):
     task = open_task("tones", f"hf:{tmp_path / 'hfsound'}")
     train = task.split("train")
     assert train.modality == "audio" and train.labels.tolist() == [0, 0, 0, 1, 1, 1] and not counted
-    assert task.prompts(train) == ("a photo of a low.", "a photo of a high.")
+    assert task.prompts(train) == ("this is a sound of low.", "this is a sound of high.")  # sound's default template
     clips = train.decode([2, 3])
     assert clips.shape == (2, round(0.4 * CANONICAL_RATE)) and len(counted) == 2  # longest: 0.4 s
     expected = resample(tone(300.0, 0.4, 8000), 8000, CANONICAL_RATE)

@@ -313,7 +313,7 @@ def finetune(
     mode: str = typer.Option("lora", "--mode", help="lora, full or attention (ATT-FT: attention weights only)."),
     orthoreg: float = typer.Option(0.0, "--orthoreg", help="OrthoReg's lambda (method.md §2); 0: off."),
     template: str = typer.Option(None, "--template", help="Prompt template with one {} (default: the registry's, "
-                                 "else 'a photo of a {}.')."),
+                                 "else 'a photo of a {}.', for sound 'this is a sound of {}.')."),
     steps: int = typer.Option(None, "--steps", min=1, help="Optimiser steps (default 200)."),
     epochs: float = typer.Option(None, "--epochs", help="Passes over the train split instead of --steps "
                                  "(the paper's sources: 3; SUN397: 1)."),
