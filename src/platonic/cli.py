@@ -649,8 +649,8 @@ def experiment(
                               "naming models, tasks and sources (docs/experiments.md)."),
     model: list[str] = typer.Option([], "--model", help="NAME=SPEC: a model to run on (repeat; instead of --setup's)."),
     task: list[str] = typer.Option([], "--task", help="NAME (a registered task, e.g. eurosat) or NAME=SOURCE: an image "
-                                   "folder FOLDER/{train,test[,val]}/CLASS/*, hf:ORG/NAME[@REV], hf:DIR or "
-                                   "torchvision:NAME@ROOT (docs/data.md)."),
+                                   "(or, for audio-text models, sound) folder FOLDER/{train,test[,val]}/CLASS/*, "
+                                   "hf:ORG/NAME[@REV], hf:DIR or torchvision:NAME@ROOT (docs/data.md)."),
     control: list[str] = typer.Option([], "--control", help="NAME (cifar100, imagenet) or NAME=SOURCE: a control set, "
                                       "FOLDER[/test]/CLASS/* or as --task."),
     source: list[str] = typer.Option([], "--source", help="MODEL/TASK=FINETUNE: .safetensors state dict, LoRA dir or spec."),

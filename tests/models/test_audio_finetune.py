@@ -82,7 +82,7 @@ def test_an_image_model_refuses_a_sound_folder_and_an_audio_model_an_image_folde
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
-@pytest.mark.parametrize("name", ["cnn", "ast-s", "wav"])
+@pytest.mark.parametrize("name", ["cnn", "ast-s", "ast-l", "wav"])
 def test_audio_world_architectures_fine_tune_with_lora_on_their_own_targets(tmp_path, tones, name):
     from platonic.world.audio import zoo
 

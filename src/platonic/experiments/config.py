@@ -9,7 +9,8 @@
       dtd: {}                                 #   a registered task from its default source
       pets: {data: data/pets, template: "a photo of a {}, a type of pet.", classes: {tabby: "tabby cat"}}
       digits: {data: "torchvision:MNIST@data/mnist"}    # image folder DIR/{train,test[,val]}/CLASS/*.png,
-                                              #   hf:ORG/NAME[:CONFIG][@REV], hf:DIR, torchvision:NAME@ROOT
+                                              #   hf:ORG/NAME[:CONFIG][@REV], hf:DIR, torchvision:NAME@ROOT;
+                                              #   audio-text models: DIR/{train,test}/CLASS/*.wav, hf: with Audio
     controls:                                 # broad sets no probe or fine-tune uses (10 per class, seed 42)
       cifar100: {}
       objects: {data: data/objects}           #   DIR[/test]/CLASS/*.png
@@ -31,7 +32,9 @@ model specs (open_clip:ARCH@FILE, a transformers directory); every one of them i
 model loads. Class names and template of a registered task (eurosat, dtd, gtsrb, mnist, svhn, resisc45,
 cars, sun397, cifar100, imagenet) are the registry's; other tasks' class names come from the source (class
 folders, ClassLabel names; underscores read as spaces) unless `classes` maps label names to names. Only
-the probes and the evaluated images are decoded (docs/data.md). Every (model, task) needs a source,
+the probes and the evaluated images are decoded (docs/data.md). Models of one setup are all image-text
+(images decode to the largest `canonical_size`) or all audio-text (sound decodes to canonical clips at the
+models' one `canonical_seconds`, else each split's longest clip capped at 10 s; `input_form`). Every (model, task) needs a source,
 listed under `sources` or made with `finetune` on the task's train split. Made fine-tunes are cached as
 task vectors under $PLATONIC_CACHE/finetunes, keyed by the model's fingerprint, the task, the mode, the
 OrthoReg lambda, the whole `finetune:` block and the train split's data digest
@@ -67,7 +70,7 @@ from .setup import EvalSet, ExperimentSetup, TaskSpec, measure_on_grids
 class DataSetConfig(BaseModel):
     """One labelled data set (platonic.data.sources) and how its classes are prompted.
 
-    data: an image folder (a Path), "hf:..." or "torchvision:..."; None: the registry's default source.
+    data: an image (or sound) folder (a Path), "hf:..." or "torchvision:..."; None: the registry's default source.
     template / classes: override the registry's (or the default "a photo of a {}." and the source's names).
     """
 
@@ -301,18 +304,23 @@ def _open(name: str, cfg: DataSetConfig):
 
 
 def _eval_set(name: str, cfg: DataSetConfig, size: int, max_per_class: int | None, seconds: float | None = None,
-              modality: str = "image", models: str = "the setup's models") -> tuple[EvalSet, list[str], object]:
+              modality: str | None = None, models: str = "the setup's models") -> tuple[EvalSet, list[str], object]:
     """(the test split as an EvalSet (its first `max_per_class` images of each class, or all), class names,
     the TaskData). Images decode to (n, 3, size, size) uint8, sound to (n, T) float32 clips at 16 kHz
     (T from `seconds`, else the split's longest clip capped at 10 s); a split of another modality than
-    the models' (`modality`, named `models` in the error) is refused."""
+    the models' (`modality`, named `models` in the error; None: not checked) is refused."""
     task = _open(name, cfg)
     test = task.split("test")
-    test.require(modality, models)
+    _require(test, modality, models)
     prompts = task.prompts(test)
     rows = first_per_class(test.labels, len(prompts), max_per_class)
     images = test.decode(rows, size, description=f"decoding {name} test {_items(test)}", seconds=seconds)
     return EvalSet(name, images, test.labels[rows], prompts), task.class_names(test), task
+
+
+def _require(split, modality: str | None, models: str) -> None:
+    if modality is not None:
+        split.require(modality, models)
 
 
 def _items(split) -> str:
@@ -320,11 +328,11 @@ def _items(split) -> str:
 
 
 def _control_set(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig, seconds: float | None = None,
-                 modality: str = "image", models: str = "the setup's models") -> EvalSet:
+                 modality: str | None = None, models: str = "the setup's models") -> EvalSet:
     """A control: `control_per_class` images (or clips) of each class of its test split, seeded (method.md §1.6)."""
     task = _open(name, cfg)
     split = task.control()
-    split.require(modality, models)
+    _require(split, modality, models)
     prompts = task.prompts(split)
     rows = control_indices(split.labels, len(prompts), config.control_per_class, config.control_seed)
     images = split.decode(rows, size, description=f"decoding control {name}", seconds=seconds)
@@ -332,14 +340,14 @@ def _control_set(name: str, cfg: DataSetConfig, size: int, config: ExperimentCon
 
 
 def _task(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig, seconds: float | None = None,
-          modality: str = "image", models: str = "the setup's models") -> tuple[TaskSpec, tuple]:
+          modality: str | None = None, models: str = "the setup's models") -> tuple[TaskSpec, tuple]:
     """The task's spec (probes from train, test, val if present) and its labelled train split, as
     (LazyImages (n, 3, size, size) or LazyClips (n, T) that decode on indexing, labels (n,))."""
     test, folders, task = _eval_set(name, cfg, size, config.max_test_per_class, seconds, modality, models)
     train = task.split("train")
     if train is None:
         raise InvalidInputError(f"task {name!r} needs a train split for its probes: {task.source.text}/train")
-    train.require(modality, models)
+    _require(train, modality, models)
     counts = torch.bincount(train.labels, minlength=len(folders))
     empty = [folders[i] for i in range(len(folders)) if counts[i] == 0]
     if empty:
@@ -350,14 +358,15 @@ def _task(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig, se
     drawn = torch.bincount(train.labels[index], minlength=len(folders))
     unprobed = [folders[i] for i in range(len(folders)) if drawn[i] == 0]
     if unprobed:
-        warnings.warn(f"task {name!r}: the probe draw ({len(index)} of {len(train)} train {_items(train)}, seed "
-                      f"{config.probe_seed}) holds no image of class(es) {', '.join(unprobed)}, so the descriptor has no "
-                      "probe of them; raise probes_per_class or add train images", stacklevel=2)
+        items = _items(train)
+        warnings.warn(f"task {name!r}: the probe draw ({len(index)} of {len(train)} train {items}, seed "
+                      f"{config.probe_seed}) holds no {items[:-1]} of class(es) {', '.join(unprobed)}, so the "
+                      f"descriptor has no probe of them; raise probes_per_class or add train {items}", stacklevel=2)
     probes = train.decode(index, size, description=f"decoding {name} probes", seconds=seconds)
     val = None
     split = task.split("val")
     if split is not None:
-        split.require(modality, models)
+        _require(split, modality, models)
         rows = first_per_class(split.labels, len(folders), config.max_test_per_class)
         val = EvalSet(f"{name}/val", split.decode(rows, size, seconds=seconds), split.labels[rows], test.prompts)
     return TaskSpec(name, test.prompts, probes, test, val), (train.lazy(size, seconds), train.labels)
