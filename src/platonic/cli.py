@@ -306,13 +306,14 @@ def convert(
 def finetune(
     model: str = typer.Argument(..., help="The pre-trained model spec, e.g. open_clip:ViT-B-32/laion2b_s34b_b79k."),
     task: str = typer.Option(..., "--task", help="NAME (a registered task: eurosat, dtd, ...) or NAME=SOURCE: an image "
-                             "folder, hf:ORG/NAME[@REV], hf:DIR or torchvision:NAME@ROOT (docs/data.md)."),
+                             "folder (a sound folder for audio-text models), hf:ORG/NAME[@REV], hf:DIR or "
+                             "torchvision:NAME@ROOT (docs/data.md)."),
     output: Path = typer.Option(..., "-o", "--output", help="Directory to write: a peft adapter (lora) or "
                                 "model.safetensors (full, attention), with finetune.json."),
     mode: str = typer.Option("lora", "--mode", help="lora, full or attention (ATT-FT: attention weights only)."),
     orthoreg: float = typer.Option(0.0, "--orthoreg", help="OrthoReg's lambda (method.md §2); 0: off."),
     template: str = typer.Option(None, "--template", help="Prompt template with one {} (default: the registry's, "
-                                 "else 'a photo of a {}.')."),
+                                 "else 'a photo of a {}.', for sound 'this is a sound of {}.')."),
     steps: int = typer.Option(None, "--steps", min=1, help="Optimiser steps (default 200)."),
     epochs: float = typer.Option(None, "--epochs", help="Passes over the train split instead of --steps "
                                  "(the paper's sources: 3; SUN397: 1)."),
@@ -329,7 +330,7 @@ def finetune(
     device: str = _device_option(),
     overwrite: bool = _overwrite_option(),
 ) -> None:
-    """Fine-tune a model's image tower on a task against its frozen prompt head, and write it as a source.
+    """Fine-tune a model's image (or audio) tower on a task against its frozen prompt head, and write it as a source.
 
     The directory is read wherever a fine-tune is (platonic measure --finetuned DIR, a YAML's sources).
     """
@@ -370,8 +371,10 @@ def finetune(
     except PlatonicError as exc:
         _fail(exc)
     losses = record["losses"]
-    console.print(f"wrote {output}: {mode} fine-tune of {model} on {record['data']['task']} "
-                  f"({record['data']['images']} train images, {len(losses)} steps, loss {losses[0]:.4g} -> {losses[-1]:.4g})")
+    used = record["data"]
+    count = f"{used['clips']} train clips" if "clips" in used else f"{used['images']} train images"
+    console.print(f"wrote {output}: {mode} fine-tune of {model} on {used['task']} "
+                  f"({count}, {len(losses)} steps, loss {losses[0]:.4g} -> {losses[-1]:.4g})")
 
 
 @app.command()
@@ -648,8 +651,8 @@ def experiment(
                               "toy (synthetic, seconds), or a YAML file naming models, tasks and sources (docs/experiments.md)."),
     model: list[str] = typer.Option([], "--model", help="NAME=SPEC: a model to run on (repeat; instead of --setup's)."),
     task: list[str] = typer.Option([], "--task", help="NAME (a registered task, e.g. eurosat) or NAME=SOURCE: an image "
-                                   "folder FOLDER/{train,test[,val]}/CLASS/*, hf:ORG/NAME[@REV], hf:DIR or "
-                                   "torchvision:NAME@ROOT (docs/data.md)."),
+                                   "(or, for audio-text models, sound) folder FOLDER/{train,test[,val]}/CLASS/*, "
+                                   "hf:ORG/NAME[@REV], hf:DIR or torchvision:NAME@ROOT (docs/data.md)."),
     control: list[str] = typer.Option([], "--control", help="NAME (cifar100, imagenet) or NAME=SOURCE: a control set, "
                                       "FOLDER[/test]/CLASS/* or as --task."),
     source: list[str] = typer.Option([], "--source", help="MODEL/TASK=FINETUNE: .safetensors state dict, LoRA dir or spec."),

@@ -27,6 +27,7 @@ from .errors import ArtifactError, InvalidInputError
 from .finetune import FinetuneConfig
 from .measurement import STATE_DICT_FILE, load_finetuned
 from .models import DualEncoder
+from .models.audio import CANONICAL_RATE
 from .storage import atomic_directory, write_tensors
 
 RECORD_FILE = "finetune.json"
@@ -168,6 +169,26 @@ def write_finetune(directory, pre: DualEncoder, ft: DualEncoder, config: Finetun
     return record
 
 
+def restore_buffers(pre: DualEncoder, ft: DualEncoder) -> list[str]:
+    """Set `ft`'s floating buffers that differ from `pre`'s back to `pre`'s; returns their names.
+
+    A LoRA fine-tune runs the tower in train mode, so BatchNorm running statistics move (transformers
+    CLAP's audio encoder has one `batch_norm`; ResNet towers many) although no weight but the LoRA
+    factors is trained. A peft adapter carries LoRA factors only, so the fine-tune written (and the one
+    returned) is the pre-trained model plus its low-rank update, with the pre-trained statistics.
+    """
+    before = dict(pre.module.named_buffers())
+    names = []
+    with torch.no_grad():
+        for name, buffer in ft.module.named_buffers():
+            if buffer.is_floating_point() and name in before and not torch.equal(buffer, before[name]):
+                buffer.copy_(before[name])
+                names.append(name)
+    if names:
+        ft.invalidate_fingerprint()
+    return sorted(names)
+
+
 def _max_difference(a: DualEncoder, b: DualEncoder) -> float:
     sa, sb = a.module.state_dict(), b.module.state_dict()
     return max((float((sa[k].double() - sb[k].double()).abs().max()) for k in sa if sa[k].is_floating_point()),
@@ -179,15 +200,28 @@ def finetune_on_task(model: DualEncoder, task, config: FinetuneConfig, directory
     """Fine-tune `model` on the train split of `task` (a `platonic.data.resolve.TaskData`) and write it.
 
     The train split is read lazily: each step decodes its own batch (memory independent of the split's
-    size). Returns (the fine-tuned model, the finetune.json record).
+    size): images (b, 3, S, S) uint8 at S = `model.canonical_size`, or, for an audio-text model, clips
+    (b, T) float32 at 16 kHz with T from `model.canonical_seconds` (None: the split's longest clip, capped
+    at 10 s; `platonic.data.audio`). Mode lora: buffers the train-mode run moved (BatchNorm statistics)
+    are restored (`restore_buffers`), so the adapter is the whole fine-tune. Returns (the fine-tuned
+    model, the finetune.json record).
     """
     from .finetune import finetune
 
     train = task.split("train")
     if train is None:
         raise InvalidInputError(f"task {task.name!r} has no train split to fine-tune on ({task.source.text})")
+    train.require(model.modality, model.spec)
     prompts = task.prompts(train)
-    ft, losses = finetune(model, train.lazy(model.canonical_size), train.labels, prompts, config, progress=progress)
-    data = {"task": task.name, "source": task.source.text, "split": train.name, "images": len(train),
-            "canonical_size": model.canonical_size, "prompts": list(prompts), "data_digest": train.digest()}
+    inputs = train.lazy(model.canonical_size, model.canonical_seconds)
+    ft, losses = finetune(model, inputs, train.labels, prompts, config, progress=progress)
+    restored = restore_buffers(model, ft) if config.mode == "lora" else []
+    data = {"task": task.name, "source": task.source.text, "split": train.name, "modality": train.modality,
+            "prompts": list(prompts), "data_digest": train.digest()}
+    if train.modality == "audio":
+        data.update(clips=len(train), clip_samples=inputs.samples, sample_rate=CANONICAL_RATE)
+    else:
+        data.update(images=len(train), canonical_size=model.canonical_size)
+    if restored:
+        data["restored_buffers"] = restored
     return ft, write_finetune(directory, model, ft, config, losses, data, overwrite=overwrite)

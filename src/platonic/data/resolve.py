@@ -8,7 +8,8 @@
 Class names: the registry's (in label order) when `name` is registered, else the source's own (class
 folders, ClassLabel names, a torchvision data set's `classes`; "_" read as a space); `classes` maps a
 source label name to the name a prompt uses. Template: `template`, else the registry's, else
-"a photo of a {}.". A registered task whose source counts another number of classes is refused.
+"a photo of a {}." for images and "this is a sound of {}." for sound (LAION CLAP's zero-shot prompt).
+A registered task whose source counts another number of classes is refused.
 """
 
 from __future__ import annotations
@@ -23,18 +24,26 @@ from .sources import Split, control_split, parse_source, task_split
 from .tasks import KNOWN_TASKS, KnownTask
 
 DEFAULT_TEMPLATE = "a photo of a {}."
+DEFAULT_AUDIO_TEMPLATE = "this is a sound of {}."  # LAION CLAP's zero-shot prompt
 
 
 @dataclass
 class TaskData:
     """A named labelled data set: its source (platonic.data.sources), its registry entry (or None),
-    the template and the `classes` mapping (source label name -> prompt name)."""
+    the template (None: the default of the split's modality, `template_for`) and the `classes` mapping
+    (source label name -> prompt name)."""
 
     name: str
     source: object
     entry: KnownTask | None
-    template: str
+    template: str | None
     classes: dict[str, str] | None = None
+
+    def template_for(self, split: Split) -> str:
+        """The template the prompts of `split` use: the task's, else the default of its modality."""
+        if self.template is not None:
+            return self.template
+        return DEFAULT_AUDIO_TEMPLATE if split.modality == "audio" else DEFAULT_TEMPLATE
 
     def split(self, role: str) -> Split | None:
         """The task's "train", "test" or "val" split (`task_split`; val may be None), labels checked."""
@@ -81,7 +90,7 @@ class TaskData:
 
     def prompts(self, split: Split) -> tuple[str, ...]:
         """M prompts: the template filled with each class name."""
-        return tuple(fill_template(self.template, n) for n in self.class_names(split))
+        return tuple(fill_template(self.template_for(split), n) for n in self.class_names(split))
 
     def _check_labels(self, split: Split) -> None:
         n = self.class_count(split)
@@ -101,8 +110,9 @@ def open_task(name: str, data=None, template: str | None = None, classes: dict[s
         data = entry.source
     prefer = entry.label_column if entry is not None and label_column is None else None
     source = parse_source(data, label_column, prefer) if str(data).startswith("hf:") else parse_source(data, label_column)
-    chosen = template or (entry.template if entry is not None else DEFAULT_TEMPLATE)
-    check_template(chosen)
+    chosen = template or (entry.template if entry is not None else None)
+    if chosen is not None:
+        check_template(chosen)
     return TaskData(name, source, entry, chosen, classes)
 
 

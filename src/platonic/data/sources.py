@@ -1,8 +1,10 @@
-"""Labelled image data behind one string: the `data:` field of a task and `--task NAME=SOURCE`.
+"""Labelled image (or sound) data behind one string: the `data:` field of a task and `--task NAME=SOURCE`.
 
     data/eurosat                      an image folder: DIR/{train,test[,val]}/CLASS/*.png, or DIR/CLASS/*.png
-    hf:tanganke/eurosat[@REV]         a Hugging Face data set (`datasets.load_dataset`); hf:ORG/NAME:CONFIG@REV
-                                      names a configuration; hf:DIR a data set saved with `save_to_disk`
+    data/esc50                        a sound folder: DIR/{train,test[,val]}/CLASS/*.wav|flac|ogg, or DIR/CLASS/*.wav
+    hf:tanganke/eurosat[@REV]         a Hugging Face data set (`datasets.load_dataset`) with an Image or an Audio
+                                      column; hf:ORG/NAME:CONFIG@REV names a configuration; hf:DIR a data set saved
+                                      with `save_to_disk`
     torchvision:MNIST@data/mnist      a torchvision data set class on a local root (download=False)
 
 A source gives its splits (`splits()`) and each split (`split(name)`) as a `Split`: the labels (n,) and
@@ -10,7 +12,10 @@ the class names, read *without decoding any image* (folder paths, the label colu
 the `targets` a torchvision data set keeps), plus a way to decode chosen rows. Only the rows a caller
 asks for are decoded, in batches (`Split.decode`, `Split.lazy`), so memory follows the number of images
 used (probes, evaluated images), not the size of the split. Images are made canonical the reference
-code's way (`platonic.data.images`).
+code's way (`platonic.data.images`): (n, 3, S, S) uint8. Sound becomes canonical clips (n, T) float32,
+16 kHz mono, one length T per split (`platonic.data.audio`: the model's `canonical_seconds`, else the
+split's longest clip capped at 10 s). A folder is a sound folder when its class folders hold sound files;
+one that holds both images and sound is refused (`Split.modality`, `Split.require`).
 
 Split names: "train", "test", and "val" (also found as "validation" / "valid"). A source with a single
 split (a torchvision EuroSAT, a folder without split folders, one saved `Dataset`) is cut into train and
@@ -29,8 +34,10 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from ..errors import InvalidInputError
-from ..models.images import CANONICAL_SIZE, image_files
+from ..models.audio import AUDIO_SUFFIXES, CANONICAL_RATE, audio_seconds
+from ..models.images import CANONICAL_SIZE, IMAGE_SUFFIXES
 from ..progress import track
+from .audio import clip_samples, decode_clips
 from .images import decode_batch
 
 PREFIXES = ("hf:", "torchvision:")
@@ -45,7 +52,10 @@ class Split:
 
     labels: (n,) int64 label indices; class_names: the source's name of each label index (None where it
     has none); fetch(rows) -> the raw items of those rows (paths, byte records or PIL images) that
-    `platonic.data.images.open_image` decodes; identity: a string naming the rows' content (data digest).
+    `platonic.data.images.open_image` (images) or `platonic.models.audio.read_audio` (sound) decodes;
+    identity: a string naming the rows' content (data digest); modality: "image" or "audio";
+    longest: (audio) the duration in seconds of the split's longest clip, read from the files' headers
+    (memoised; a subset keeps its parent's, so the parts of a cut share one clip length).
     """
 
     source: str
@@ -54,6 +64,8 @@ class Split:
     class_names: tuple[str, ...] | None
     fetch: Callable[[list[int]], list] = field(repr=False)
     identity: str = ""
+    modality: str = "image"
+    longest: Callable[[], float] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -65,29 +77,46 @@ class Split:
         h = hashlib.sha256(self.identity.encode())
         h.update(rows.numpy().tobytes())
         return Split(self.source, name or self.name, self.labels[rows], self.class_names,
-                     lambda picked: self.fetch([mapping[i] for i in picked]), h.hexdigest())
+                     lambda picked: self.fetch([mapping[i] for i in picked]), h.hexdigest(), self.modality, self.longest)
 
-    def batches(self, rows: Sequence[int] | torch.Tensor, size: int = CANONICAL_SIZE,
-                batch_size: int = BATCH) -> Iterator[torch.Tensor]:
-        """(b, 3, size, size) uint8 batches of exactly `rows`, in that order; only they are decoded."""
+    def clip_samples(self, seconds: float | None = None) -> int:
+        """T, the samples of each canonical clip of this (audio) split: round(seconds * 16000), or with
+        seconds None (a model that takes any length) the longest clip's, capped at 10 s
+        (`platonic.data.audio.clip_samples`)."""
+        self._require_audio()
+        return clip_samples(seconds, None if seconds is not None else self.longest())
+
+    def batches(self, rows: Sequence[int] | torch.Tensor, size: int = CANONICAL_SIZE, batch_size: int = BATCH,
+                seconds: float | None = None) -> Iterator[torch.Tensor]:
+        """Batches of exactly `rows`, in that order; only they are decoded: images (b, 3, size, size) uint8,
+        sound (b, T) float32 canonical clips at 16 kHz with T = `clip_samples(seconds)`."""
         rows = [int(r) for r in torch.as_tensor(rows).flatten().tolist()]
+        length = self.clip_samples(seconds) if self.modality == "audio" else None
         for start in range(0, len(rows), batch_size):
-            yield decode_batch(self.fetch(rows[start:start + batch_size]), size)
+            items = self.fetch(rows[start:start + batch_size])
+            yield decode_clips(items, length) if length is not None else decode_batch(items, size)
 
     def decode(self, rows: Sequence[int] | torch.Tensor | None = None, size: int = CANONICAL_SIZE,
-               batch_size: int = BATCH, progress: bool = False, description: str = "decoding images") -> torch.Tensor:
-        """(len(rows), 3, size, size) uint8 of `rows` (default: all), decoded in batches into one tensor."""
+               batch_size: int = BATCH, progress: bool = False, description: str | None = None,
+               seconds: float | None = None) -> torch.Tensor:
+        """`rows` (default: all), decoded in batches into one tensor: images (len(rows), 3, size, size) uint8,
+        sound (len(rows), T) float32 at 16 kHz, T = `clip_samples(seconds)` (`size` applies to images,
+        `seconds` to sound)."""
         rows = torch.arange(len(self)) if rows is None else torch.as_tensor(rows, dtype=torch.long).flatten()
-        out = torch.empty(len(rows), 3, size, size, dtype=torch.uint8)
+        if self.modality == "audio":
+            out = torch.empty(len(rows), self.clip_samples(seconds), dtype=torch.float32)
+        else:
+            out = torch.empty(len(rows), 3, size, size, dtype=torch.uint8)
+        description = description or f"decoding {'clips' if self.modality == 'audio' else 'images'}"
         starts = range(0, len(rows), batch_size)
         for start in track(list(starts), description=description, enabled=progress and len(rows) > batch_size):
             part = rows[start:start + batch_size]
-            out[start:start + len(part)] = next(self.batches(part, size, batch_size))
+            out[start:start + len(part)] = next(self.batches(part, size, batch_size, seconds))
         return out
 
-    def lazy(self, size: int = CANONICAL_SIZE) -> "LazyImages":
-        """The split's images as a tensor-like that decodes the rows it is indexed with."""
-        return LazyImages(self, size)
+    def lazy(self, size: int = CANONICAL_SIZE, seconds: float | None = None) -> "LazyImages | LazyClips":
+        """The split's images (or clips) as a tensor-like that decodes the rows it is indexed with."""
+        return LazyClips(self, seconds) if self.modality == "audio" else LazyImages(self, size)
 
     def digest(self) -> str:
         """sha256 over the identity of the rows and their labels (no image is decoded)."""
@@ -95,12 +124,29 @@ class Split:
         h.update(self.labels.to(torch.int64).numpy().tobytes())
         return h.hexdigest()
 
+    def require(self, modality: str, model: str) -> None:
+        """Refuse this split for a model of another modality ("image" / "audio"), in one line naming the fix."""
+        if modality == self.modality:
+            return
+        if self.modality == "audio":
+            raise InvalidInputError(f"{self.source} ({self.name}) holds sound clips, but {model} is an {modality}-text "
+                                    "model; give it an image folder (DIR/{train,test}/CLASS/*.png) or an hf: data set "
+                                    "with an Image column, or use an audio-text model")
+        raise InvalidInputError(f"{self.source} ({self.name}) holds images, but {model} is an {modality}-text model; "
+                                "give it a folder of sound files (DIR/{train,test}/CLASS/*.wav) or an hf: data set "
+                                "with an Audio column, or use an image-text model")
+
+    def _require_audio(self) -> None:
+        if self.modality != "audio":
+            raise InvalidInputError(f"{self.source} ({self.name}) holds images, not sound; it has no clip length")
+
 
 class LazyImages:
     """(n, 3, S, S) uint8 images of a split, decoded on indexing: `x[idx]` decodes the rows idx only.
 
     Enough of a tensor for `platonic.finetune.finetune` (len, indexing with an index tensor), so a
     fine-tune draws its batches from a split of any size; `materialise()` decodes all rows at once.
+    `key` names what the rows decode to (the data part of a cached fine-tune's key).
     """
 
     def __init__(self, split: Split, size: int = CANONICAL_SIZE):
@@ -113,15 +159,47 @@ class LazyImages:
     def shape(self) -> tuple[int, int, int, int]:
         return (len(self.split), 3, self.size, self.size)
 
+    @property
+    def key(self) -> str:
+        return str(self.size)
+
+    def _decode(self, rows) -> torch.Tensor:
+        return self.split.decode(rows, self.size)
+
     def __getitem__(self, index) -> torch.Tensor:
         if isinstance(index, int):
-            return self.split.decode([index], self.size)[0]
+            return self._decode([index])[0]
         if isinstance(index, slice):
             index = torch.arange(len(self))[index]
-        return self.split.decode(torch.as_tensor(index, dtype=torch.long), self.size)
+        return self._decode(torch.as_tensor(index, dtype=torch.long))
 
     def materialise(self, progress: bool = False) -> torch.Tensor:
         return self.split.decode(None, self.size, progress=progress)
+
+
+class LazyClips(LazyImages):
+    """(n, T) float32 canonical clips (16 kHz) of an audio split, decoded on indexing, as `LazyImages`.
+
+    T = `split.clip_samples(seconds)`, fixed when made (seconds None: the split's longest clip, capped at 10 s)."""
+
+    def __init__(self, split: Split, seconds: float | None = None):
+        self.split, self.size = split, None
+        self.samples = split.clip_samples(seconds)
+        self.seconds = self.samples / CANONICAL_RATE
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.split), self.samples)
+
+    @property
+    def key(self) -> str:
+        return f"{self.samples}@{CANONICAL_RATE}Hz"
+
+    def _decode(self, rows) -> torch.Tensor:
+        return self.split.decode(rows, seconds=self.seconds)
+
+    def materialise(self, progress: bool = False) -> torch.Tensor:
+        return self.split.decode(None, seconds=self.seconds, progress=progress)
 
 
 # -- sources ---------------------------------------------------------------------------------------
@@ -148,8 +226,8 @@ class FolderSource:
 
     def _require(self) -> None:
         if not self.root.is_dir():
-            raise InvalidInputError(f"data folder {self.root} not found; give DIR/{{train,test}}/CLASS/*.png, "
-                                    "hf:ORG/NAME or torchvision:NAME@ROOT")
+            raise InvalidInputError(f"data folder {self.root} not found; give DIR/{{train,test}}/CLASS/*.png (or "
+                                    "*.wav), hf:ORG/NAME or torchvision:NAME@ROOT")
 
     def classes(self) -> list[str]:
         """The class folder names of the test split (or of DIR itself), sorted."""
@@ -167,33 +245,65 @@ class FolderSource:
         unknown = sorted(set(found) - set(classes))
         if unknown:
             raise InvalidInputError(f"{folder} has class folder(s) {', '.join(unknown)} that the test split lacks")
+        per_class = {cls: _data_files(found[cls]) for cls in classes if cls in found}
+        modality = _folder_modality(folder, per_class)
         files, labels = [], []
         for label, cls in enumerate(classes):
-            if cls in found:
-                these = _image_files_or_none(found[cls])
-                files += these
-                labels += [label] * len(these)
+            these = per_class.get(cls, {}).get(modality, [])
+            files += these
+            labels += [label] * len(these)
         if not files:
-            raise InvalidInputError(f"{folder} holds no images of the classes {', '.join(classes)}")
+            raise InvalidInputError(f"{folder} holds no image or sound files of the classes {', '.join(classes)} "
+                                    f"(images: {', '.join(sorted(IMAGE_SUFFIXES))}; sound: {', '.join(AUDIO_SUFFIXES)})")
         h = hashlib.sha256()
         for f in files:
             h.update(f"{f.relative_to(self.root)}\t{f.stat().st_size}\n".encode())
+        longest = _memoised(lambda: max(audio_seconds(f) for f in files)) if modality == "audio" else None
         return Split(self.text, name, torch.tensor(labels), tuple(classes), lambda rows: [files[i] for i in rows],
-                     f"folder:{h.hexdigest()}")
+                     f"folder:{h.hexdigest()}", modality, longest)
 
 
 def _class_folders(folder: Path) -> list[Path]:
     classes = sorted(p for p in folder.iterdir() if p.is_dir())
     if not classes:
-        raise InvalidInputError(f"{folder} has no class folders: expected {folder}/CLASS/*.png (one folder per class)")
+        raise InvalidInputError(f"{folder} has no class folders: expected {folder}/CLASS/*.png or CLASS/*.wav (one "
+                                "folder per class)")
     return classes
 
 
-def _image_files_or_none(folder: Path) -> list[Path]:
-    try:
-        return image_files(folder)
-    except InvalidInputError:
-        return []
+def _data_files(folder: Path) -> dict[str, list[Path]]:
+    """The image and the sound files below a class folder, each sorted by path: {"image": [...], "audio": [...]}."""
+    found = {"image": [], "audio": []}
+    for p in sorted(folder.rglob("*")):
+        suffix = p.suffix.lower()
+        if suffix in IMAGE_SUFFIXES:
+            found["image"].append(p)
+        elif suffix in AUDIO_SUFFIXES and p.is_file():
+            found["audio"].append(p)
+    return found
+
+
+def _folder_modality(folder: Path, per_class: dict[str, dict[str, list[Path]]]) -> str:
+    """"audio" when the class folders hold sound files, else "image"; both kinds in one folder is an error."""
+    images = [f for kinds in per_class.values() for f in kinds["image"]]
+    sounds = [f for kinds in per_class.values() for f in kinds["audio"]]
+    if images and sounds:
+        raise InvalidInputError(f"{folder} mixes image files (e.g. {images[0].relative_to(folder)}) and sound files "
+                                f"(e.g. {sounds[0].relative_to(folder)}); keep one kind per data folder: images for "
+                                "image-text models, sound for audio-text models")
+    return "audio" if sounds else "image"
+
+
+def _memoised(compute: Callable[[], float]) -> Callable[[], float]:
+    """`compute` run once, on first call (a split's longest clip is read from headers only when asked for)."""
+    memo: list[float] = []
+
+    def value() -> float:
+        if not memo:
+            memo.append(compute())
+        return memo[0]
+
+    return value
 
 
 class HFSource:
@@ -266,16 +376,25 @@ class HFSource:
         actual, ds = self._dataset(name)
         feats = ds.features
         images = [c for c, f in feats.items() if isinstance(f, datasets.Image)]
-        if not images:
-            raise InvalidInputError(f"{self.text} ({actual}) has no image column (columns: {', '.join(feats)})")
+        sounds = [c for c, f in feats.items() if isinstance(f, datasets.Audio)]
+        if images and sounds:
+            raise InvalidInputError(f"{self.text} ({actual}) has an image column ({images[0]}) and an audio column "
+                                    f"({sounds[0]}); save a copy with one of them (Dataset.remove_columns)")
+        if not images and not sounds:
+            raise InvalidInputError(f"{self.text} ({actual}) has no image or audio column (columns: {', '.join(feats)})")
         label = self._label_column(feats, actual)
         labels = torch.tensor(list(ds[label]), dtype=torch.long)
         names = tuple(feats[label].names) if isinstance(feats[label], datasets.ClassLabel) else None
-        raw = ds.cast_column(images[0], datasets.Image(decode=False))
-        column = images[0]
+        column = (images or sounds)[0]
+        # the stored bytes / paths, decoded by platonic (images: PIL; sound: soundfile, not datasets' torchcodec)
+        raw = ds.cast_column(column, datasets.Image(decode=False) if images else datasets.Audio(decode=False))
         fingerprint = getattr(ds, "_fingerprint", "") or ""
         identity = f"{self.text}/{actual}:{self.revision or fingerprint}"
-        return Split(self.text, actual, labels, names, lambda rows: raw[list(rows)][column] if rows else [], identity)
+        fetch = lambda rows: raw[list(rows)][column] if rows else []  # noqa: E731
+        if images:
+            return Split(self.text, actual, labels, names, fetch, identity)
+        return Split(self.text, actual, labels, names, fetch, identity, "audio",
+                     _memoised(lambda: _longest_record(raw, column)))
 
     def _label_column(self, feats, split: str) -> str:
         import datasets
@@ -296,7 +415,16 @@ class HFSource:
             raise InvalidInputError(f"{self.text} ({split}) has several label columns ({', '.join(class_labels)}); "
                                     "name one with label_column in the task's config")
         raise InvalidInputError(f"{self.text} ({split}) has no label column (no ClassLabel feature and no integer "
-                                f"'label'; columns: {', '.join(feats)}); platonic needs labelled images")
+                                f"'label'; columns: {', '.join(feats)}); platonic needs labelled data")
+
+
+def _longest_record(ds, column: str, batch: int = 256) -> float:
+    """Seconds of the longest sound of an `Audio(decode=False)` column, from headers, `batch` rows at a time."""
+    longest = 0.0
+    for start in range(0, len(ds), batch):
+        for record in ds[start:start + batch][column]:
+            longest = max(longest, audio_seconds(record))
+    return longest
 
 
 def _is_int(feature) -> bool:
@@ -388,7 +516,7 @@ def parse_source(text, label_column: str | None = None, prefer_label: str | None
             raise InvalidInputError(f"label_column applies to hf: sources; {text} reads its data set's own labels")
         return TorchvisionSource(text[len("torchvision:"):])
     if label_column is not None:
-        raise InvalidInputError(f"label_column applies to hf: sources; an image folder's labels are its class folders")
+        raise InvalidInputError("label_column applies to hf: sources; a data folder's labels are its class folders")
     return FolderSource(text)
 
 

@@ -9,7 +9,8 @@
       dtd: {}                                 #   a registered task from its default source
       pets: {data: data/pets, template: "a photo of a {}, a type of pet.", classes: {tabby: "tabby cat"}}
       digits: {data: "torchvision:MNIST@data/mnist"}    # image folder DIR/{train,test[,val]}/CLASS/*.png,
-                                              #   hf:ORG/NAME[:CONFIG][@REV], hf:DIR, torchvision:NAME@ROOT
+                                              #   hf:ORG/NAME[:CONFIG][@REV], hf:DIR, torchvision:NAME@ROOT;
+                                              #   audio-text models: DIR/{train,test}/CLASS/*.wav, hf: with Audio
     controls:                                 # broad sets no probe or fine-tune uses (10 per class, seed 42)
       cifar100: {}
       objects: {data: data/objects}           #   DIR[/test]/CLASS/*.png
@@ -31,7 +32,9 @@ model specs (open_clip:ARCH@FILE, a transformers directory); every one of them i
 model loads. Class names and template of a registered task (eurosat, dtd, gtsrb, mnist, svhn, resisc45,
 cars, sun397, cifar100, imagenet) are the registry's; other tasks' class names come from the source (class
 folders, ClassLabel names; underscores read as spaces) unless `classes` maps label names to names. Only
-the probes and the evaluated images are decoded (docs/data.md). Every (model, task) needs a source,
+the probes and the evaluated images are decoded (docs/data.md). Models of one setup are all image-text
+(images decode to the largest `canonical_size`) or all audio-text (sound decodes to canonical clips at the
+models' one `canonical_seconds`, else each split's longest clip capped at 10 s; `input_form`). Every (model, task) needs a source,
 listed under `sources` or made with `finetune` on the task's train split. Made fine-tunes are cached as
 task vectors under $PLATONIC_CACHE/finetunes, keyed by the model's fingerprint, the task, the mode, the
 OrthoReg lambda, the whole `finetune:` block and the train split's data digest
@@ -67,7 +70,7 @@ from .setup import EvalSet, ExperimentSetup, TaskSpec, measure_on_grids
 class DataSetConfig(BaseModel):
     """One labelled data set (platonic.data.sources) and how its classes are prompted.
 
-    data: an image folder (a Path), "hf:..." or "torchvision:..."; None: the registry's default source.
+    data: an image (or sound) folder (a Path), "hf:..." or "torchvision:..."; None: the registry's default source.
     template / classes: override the registry's (or the default "a photo of a {}." and the source's names).
     """
 
@@ -300,61 +303,99 @@ def _open(name: str, cfg: DataSetConfig):
     return open_task(name, cfg.data, cfg.template, cfg.classes, cfg.label_column)
 
 
-def _eval_set(name: str, cfg: DataSetConfig, size: int, max_per_class: int | None) -> tuple[EvalSet, list[str], object]:
+def _eval_set(name: str, cfg: DataSetConfig, size: int, max_per_class: int | None, seconds: float | None = None,
+              modality: str | None = None, models: str = "the setup's models") -> tuple[EvalSet, list[str], object]:
     """(the test split as an EvalSet (its first `max_per_class` images of each class, or all), class names,
-    the TaskData)."""
+    the TaskData). Images decode to (n, 3, size, size) uint8, sound to (n, T) float32 clips at 16 kHz
+    (T from `seconds`, else the split's longest clip capped at 10 s); a split of another modality than
+    the models' (`modality`, named `models` in the error; None: not checked) is refused."""
     task = _open(name, cfg)
     test = task.split("test")
+    _require(test, modality, models)
     prompts = task.prompts(test)
     rows = first_per_class(test.labels, len(prompts), max_per_class)
-    images = test.decode(rows, size, description=f"decoding {name} test images")
+    images = test.decode(rows, size, description=f"decoding {name} test {_items(test)}", seconds=seconds)
     return EvalSet(name, images, test.labels[rows], prompts), task.class_names(test), task
 
 
-def _control_set(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig) -> EvalSet:
-    """A control: `control_per_class` images of each class of its test split, seeded (method.md §1.6)."""
+def _require(split, modality: str | None, models: str) -> None:
+    if modality is not None:
+        split.require(modality, models)
+
+
+def _items(split) -> str:
+    return "clips" if split.modality == "audio" else "images"
+
+
+def _control_set(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig, seconds: float | None = None,
+                 modality: str | None = None, models: str = "the setup's models") -> EvalSet:
+    """A control: `control_per_class` images (or clips) of each class of its test split, seeded (method.md §1.6)."""
     task = _open(name, cfg)
     split = task.control()
+    _require(split, modality, models)
     prompts = task.prompts(split)
     rows = control_indices(split.labels, len(prompts), config.control_per_class, config.control_seed)
-    images = split.decode(rows, size, description=f"decoding control {name}")
+    images = split.decode(rows, size, description=f"decoding control {name}", seconds=seconds)
     return EvalSet(name, images, split.labels[rows], prompts)
 
 
-def _task(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig) -> tuple[TaskSpec, tuple]:
+def _task(name: str, cfg: DataSetConfig, size: int, config: ExperimentConfig, seconds: float | None = None,
+          modality: str | None = None, models: str = "the setup's models") -> tuple[TaskSpec, tuple]:
     """The task's spec (probes from train, test, val if present) and its labelled train split, as
-    (LazyImages (n, 3, size, size) that decode on indexing, labels (n,))."""
-    test, folders, task = _eval_set(name, cfg, size, config.max_test_per_class)
+    (LazyImages (n, 3, size, size) or LazyClips (n, T) that decode on indexing, labels (n,))."""
+    test, folders, task = _eval_set(name, cfg, size, config.max_test_per_class, seconds, modality, models)
     train = task.split("train")
     if train is None:
         raise InvalidInputError(f"task {name!r} needs a train split for its probes: {task.source.text}/train")
+    _require(train, modality, models)
     counts = torch.bincount(train.labels, minlength=len(folders))
     empty = [folders[i] for i in range(len(folders)) if counts[i] == 0]
     if empty:
-        raise InvalidInputError(f"task {name!r}: class(es) {', '.join(empty)} have no train images in "
+        raise InvalidInputError(f"task {name!r}: class(es) {', '.join(empty)} have no train {_items(train)} in "
                                 f"{task.source.text}, so they would get no probes and their prompt columns would "
-                                "measure nothing; add images or remove the class from the test split")
+                                "measure nothing; add some or remove the class from the test split")
     index = probe_draw(len(train), len(folders), config.probes_per_class, config.probe_seed)
     drawn = torch.bincount(train.labels[index], minlength=len(folders))
     unprobed = [folders[i] for i in range(len(folders)) if drawn[i] == 0]
     if unprobed:
-        warnings.warn(f"task {name!r}: the probe draw ({len(index)} of {len(train)} train images, seed "
-                      f"{config.probe_seed}) holds no image of class(es) {', '.join(unprobed)}, so the descriptor has no "
-                      "probe of them; raise probes_per_class or add train images", stacklevel=2)
-    probes = train.decode(index, size, description=f"decoding {name} probes")
+        items = _items(train)
+        warnings.warn(f"task {name!r}: the probe draw ({len(index)} of {len(train)} train {items}, seed "
+                      f"{config.probe_seed}) holds no {items[:-1]} of class(es) {', '.join(unprobed)}, so the "
+                      f"descriptor has no probe of them; raise probes_per_class or add train {items}", stacklevel=2)
+    probes = train.decode(index, size, description=f"decoding {name} probes", seconds=seconds)
     val = None
     split = task.split("val")
     if split is not None:
+        _require(split, modality, models)
         rows = first_per_class(split.labels, len(folders), config.max_test_per_class)
-        val = EvalSet(f"{name}/val", split.decode(rows, size), split.labels[rows], test.prompts)
-    return TaskSpec(name, test.prompts, probes, test, val), (train.lazy(size), train.labels)
+        val = EvalSet(f"{name}/val", split.decode(rows, size, seconds=seconds), split.labels[rows], test.prompts)
+    return TaskSpec(name, test.prompts, probes, test, val), (train.lazy(size, seconds), train.labels)
+
+
+def input_form(models: dict) -> tuple[str, int, float | None]:
+    """(modality, image side S, clip seconds) every model of a setup is fed: S the largest `canonical_size`;
+    seconds the one `canonical_seconds` the audio models name (None: all take any length; then each
+    split's longest clip, capped at 10 s). Image-text and audio-text models in one setup, or audio models
+    that name different lengths, are refused."""
+    kinds = {name: m.modality for name, m in models.items()}
+    if len(set(kinds.values())) > 1:
+        listed = "; ".join(f"{k}-text: {', '.join(n for n, v in kinds.items() if v == k)}" for k in sorted(set(kinds.values())))
+        raise InvalidInputError(f"the setup mixes modalities ({listed}); every model of one setup must read the same "
+                                "probes: name image-text models or audio-text models, not both")
+    lengths = {name: m.canonical_seconds for name, m in models.items() if getattr(m, "canonical_seconds", None)}
+    if len(set(lengths.values())) > 1:
+        raise InvalidInputError(f"the setup's audio models take clips of different lengths "
+                                f"({', '.join(f'{n}: {s:g} s' for n, s in lengths.items())}); they must hear the same "
+                                "probes: name models of one clip length")
+    modality = next(iter(kinds.values()), "image")
+    return modality, max(m.canonical_size for m in models.values()), next(iter(lengths.values()), None)
 
 
 # -- setup -----------------------------------------------------------------------------------------
 
 def train_digest(images) -> str:
-    """The data part of a cached fine-tune's key: the split's digest at the size its images decode to."""
-    return f"{images.split.digest()}@{images.size}" if hasattr(images, "split") else ""
+    """The data part of a cached fine-tune's key: the split's digest at the size its images (or clips) decode to."""
+    return f"{images.split.digest()}@{images.key}" if hasattr(images, "split") else ""
 
 
 def made_source(model, task: str, train: tuple, prompts, config: FinetuneConfig, on_miss=None):
@@ -375,11 +416,13 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
         config = read_config(Path(config))
     check_files(config)  # before loading any model
     models = {name: load_model(spec, device=device) for name, spec in config.models.items()}
-    size = max(m.canonical_size for m in models.values())
+    modality, size, seconds = input_form(models)
+    form = dict(seconds=seconds, modality=modality, models=f"model {next(iter(config.models))!r} "
+                f"({next(iter(config.models.values()))})")
     tasks, train = {}, {}
     for name, cfg in track(list(config.tasks.items()), description="reading task data", enabled=progress):
-        tasks[name], train[name] = _task(name, cfg, size, config)
-    controls = {name: _control_set(name, cfg, size, config) for name, cfg in config.controls.items()}
+        tasks[name], train[name] = _task(name, cfg, size, config, **form)
+    controls = {name: _control_set(name, cfg, size, config, **form) for name, cfg in config.controls.items()}
 
     made: dict[tuple[str, str], TaskVector] = {}  # sources made with `finetune`, kept as weight deltas
     trained: dict[str, str] = {}  # "model/task" -> "trained" or "cached"

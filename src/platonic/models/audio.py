@@ -48,15 +48,66 @@ def resample(wave, orig_sr: int, target_sr: int):
     return torch.from_numpy(np.ascontiguousarray(x)) if is_tensor else x
 
 
+def _sound_input(item):
+    """(what soundfile opens: a path string or a BytesIO, a name for errors) of a path, raw bytes or a
+    Hugging Face `Audio(decode=False)` record {"bytes", "path"}."""
+    import io
+
+    if isinstance(item, dict):
+        if item.get("bytes") is not None:
+            return io.BytesIO(item["bytes"]), str(item.get("path") or "<bytes>")
+        if item.get("path"):
+            return str(item["path"]), str(item["path"])
+        raise InvalidInputError("a sound record holds neither bytes nor a path")
+    if isinstance(item, (bytes, bytearray)):
+        return io.BytesIO(bytes(item)), "<bytes>"
+    return str(Path(item)), str(item)
+
+
 def read_audio(path) -> tuple[np.ndarray, int]:
-    """Decode a sound file (wav, flac, ... via soundfile) -> (mono float32 (T,), its sample rate)."""
+    """Decode a sound file (wav, flac, ... via soundfile) -> (mono float32 (T,), its sample rate).
+
+    path: a file path, raw bytes, or a Hugging Face `Audio(decode=False)` record {"bytes", "path"}."""
     import soundfile
 
+    source, name = _sound_input(path)
     try:
-        data, sr = soundfile.read(str(Path(path)), dtype="float32", always_2d=True)
+        data, sr = soundfile.read(source, dtype="float32", always_2d=True)
     except (RuntimeError, soundfile.LibsndfileError) as exc:
-        raise InvalidInputError(f"cannot decode the sound file {path} ({exc}); give wav, flac or ogg files") from None
+        raise InvalidInputError(f"cannot decode the sound file {name} ({_one_line(exc)}); give wav, flac or ogg "
+                                "files") from None
     return data.mean(axis=1).astype(np.float32), int(sr)
+
+
+def audio_seconds(item) -> float:
+    """The duration in seconds of a sound file (path, bytes or {"bytes", "path"} record), read from its
+    header: no sample is decoded."""
+    import soundfile
+
+    source, name = _sound_input(item)
+    try:
+        info = soundfile.info(source)
+    except (RuntimeError, soundfile.LibsndfileError) as exc:
+        raise InvalidInputError(f"cannot read the sound file {name} ({_one_line(exc)}); give wav, flac or ogg "
+                                "files") from None
+    return float(info.frames) / float(info.samplerate) if info.samplerate else 0.0
+
+
+def _one_line(exc) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def fit_length(clip: np.ndarray, length: int) -> np.ndarray:
+    """clip (T,) cut to its first `length` samples, or zero-padded at the end to `length`: (length,) float32."""
+    out = np.zeros(length, np.float32)
+    out[: min(length, len(clip))] = clip[:length]
+    return out
+
+
+def canonical_clip(item, length: int) -> np.ndarray:
+    """One sound (path, bytes or {"bytes", "path"} record) -> canonical (length,) float32: decoded, mono,
+    resampled to CANONICAL_RATE, cut or zero-padded to `length` samples."""
+    return fit_length(resample(*_decoded(item), CANONICAL_RATE), length)
 
 
 def is_audio_file(path) -> bool:
@@ -87,16 +138,13 @@ def canonical_audio(source, seconds: float | None = None) -> torch.Tensor:
         raise InvalidInputError(f"seconds must be positive, got {seconds}")
     clips = [resample(*_decoded(p), CANONICAL_RATE) for p in audio_files(source)]
     length = round(seconds * CANONICAL_RATE) if seconds is not None else max(len(c) for c in clips)
-    out = np.zeros((len(clips), length), np.float32)
-    for i, clip in enumerate(clips):
-        out[i, : min(length, len(clip))] = clip[:length]
-    return torch.from_numpy(out)
+    return torch.from_numpy(np.stack([fit_length(c, length) for c in clips]))
 
 
 def _decoded(path) -> tuple[np.ndarray, int]:
     wave, sr = read_audio(path)
     if wave.size == 0:
-        raise InvalidInputError(f"the sound file {path} holds no samples")
+        raise InvalidInputError(f"the sound file {_sound_input(path)[1]} holds no samples")
     return wave, sr
 
 
