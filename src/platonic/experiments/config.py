@@ -391,6 +391,21 @@ def input_form(models: dict) -> tuple[str, int, float | None]:
     return modality, max(m.canonical_size for m in models.values()), next(iter(lengths.values()), None)
 
 
+def read_data(models: dict, task_configs: dict, control_configs: dict, config: ExperimentConfig,
+              progress: bool = True) -> tuple[dict, dict, dict]:
+    """(tasks: name -> TaskSpec, train: name -> (lazy inputs, labels), controls: name -> EvalSet) of the
+    given data sets, decoded in the form every model of `models` reads (`input_form`): images at the
+    largest canonical size, or clips at the models' clip length; a split of the other modality is refused."""
+    modality, size, seconds = input_form(models)
+    first = next(iter(models))
+    form = dict(seconds=seconds, modality=modality, models=f"model {first!r} ({models[first].spec})")
+    tasks, train = {}, {}
+    for name, cfg in track(list(task_configs.items()), description="reading task data", enabled=progress):
+        tasks[name], train[name] = _task(name, cfg, size, config, **form)
+    controls = {name: _control_set(name, cfg, size, config, **form) for name, cfg in control_configs.items()}
+    return tasks, train, controls
+
+
 # -- setup -----------------------------------------------------------------------------------------
 
 def train_digest(images) -> str:
@@ -416,13 +431,7 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
         config = read_config(Path(config))
     check_files(config)  # before loading any model
     models = {name: load_model(spec, device=device) for name, spec in config.models.items()}
-    modality, size, seconds = input_form(models)
-    form = dict(seconds=seconds, modality=modality, models=f"model {next(iter(config.models))!r} "
-                f"({next(iter(config.models.values()))})")
-    tasks, train = {}, {}
-    for name, cfg in track(list(config.tasks.items()), description="reading task data", enabled=progress):
-        tasks[name], train[name] = _task(name, cfg, size, config, **form)
-    controls = {name: _control_set(name, cfg, size, config, **form) for name, cfg in config.controls.items()}
+    tasks, train, controls = read_data(models, config.tasks, config.controls, config, progress)
 
     made: dict[tuple[str, str], TaskVector] = {}  # sources made with `finetune`, kept as weight deltas
     trained: dict[str, str] = {}  # "model/task" -> "trained" or "cached"

@@ -37,7 +37,7 @@ from ..measurement import EmbeddingCache, load_finetuned, measure
 from ..models import load_model
 from ..progress import track
 from ..storage import atomic_directory
-from .config import _control_set, _task, check_files, made_source, task_finetune
+from .config import check_files, made_source, read_data, task_finetune
 from .fastpath import FeatureStore, SolveSettings, accuracy_end_to_end
 from .recipe import Recipe, recipe_json
 from .recipe_report import render_recipe_tables
@@ -96,11 +96,7 @@ class _Run:
         config = recipe.experiment_config()
         check_files(config)  # every path, before any model loads
         self.models = {name: load_model(spec, device=self.device) for name, spec in recipe.models.items()}
-        size = max(m.canonical_size for m in self.models.values())
-        self.tasks, self.train = {}, {}
-        for name, cfg in track(list(recipe.tasks.items()), description="reading task data", enabled=self.progress):
-            self.tasks[name], self.train[name] = _task(name, cfg, size, config)
-        self.controls = {name: _control_set(name, cfg, size, config) for name, cfg in recipe.controls.items()}
+        self.tasks, self.train, self.controls = read_data(self.models, recipe.tasks, recipe.controls, config, self.progress)
 
     def source(self, model: str, task: str):
         listed = self.recipe.sources.get(model, {}).get(task)

@@ -109,18 +109,18 @@ def world_ta_setup(path: Path | None = None, models=None) -> TaskArithmeticSetup
 def config_ta_setup(config, device="cpu") -> TaskArithmeticSetup:
     """A YAML setup (`experiments.config.ExperimentConfig`): its models, tasks (train and val needed), controls."""
     from ..models import load_model
-    from .config import _control_set, _task, check_files
+    from .config import check_files, read_data
 
     check_files(config)
     models = {name: load_model(spec, device=device) for name, spec in config.models.items()}
-    size = max(m.canonical_size for m in models.values())
+    specs, train, read_controls = read_data(models, config.tasks, config.controls, config, progress=False)
     tasks = {}
-    for name, cfg in config.tasks.items():
-        spec, (images, labels) = _task(name, cfg, size, config)
+    for name, spec in specs.items():
+        images, labels = train[name]
         if spec.val is None:
             raise InvalidInputError(f"task {name!r} has no val split; task arithmetic chooses alpha and lambda on "
                                     "validation only: add FOLDER/val/CLASS/* images")
         images = images.materialise()  # task arithmetic fine-tunes (and caches) on the whole train split
         tasks[name] = LabelledTask(name, spec.prompts, EvalSet(f"{name}/train", images, labels, spec.prompts), spec.val, spec.test)
-    controls = {name: split_control(name, _control_set(name, cfg, size, config)) for name, cfg in config.controls.items()}
+    controls = {name: split_control(name, control) for name, control in read_controls.items()}
     return TaskArithmeticSetup(config.name, models, tasks, controls)
