@@ -112,3 +112,67 @@ def audio_where(profile: str = typer.Option("full", "--profile", help="tiny or f
         typer.echo(str(audio_world_dir(profile, seed)))
     except PlatonicError as exc:
         fail(exc)
+
+
+@world_app.command("probes")
+def probes(
+    task: str = typer.Argument(..., help="a task of the world (e.g. fashion) or of the audio world with --audio (e.g. pitch)"),
+    output: str = typer.Option(..., "-o", "--output", help="the .safetensors file to write (a tensor named 'probes'); "
+                               "the class prompts go beside it, one per line, with the suffix .txt"),
+    audio: bool = typer.Option(False, "--audio", help="the audio world's task (clips (N, 16000) float32 at 16 kHz)"),
+    profile: str = typer.Option("full", "--profile", help="tiny or full"),
+    seed: int = typer.Option(0, "--seed"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace existing files"),
+):
+    """Write a world task's probes (30 train items per class, seed 42) and class prompts, for `platonic
+    measure --probes FILE --prompts FILE.txt` and `platonic solve` on models outside the world (the world
+    is built first where needed)."""
+    from pathlib import Path
+
+    from .errors import InvalidInputError
+    from .preflight import check_cache_writable
+    from .storage import atomic_write, refuse_existing, write_tensors
+
+    try:
+        out = Path(output)
+        if out.suffix != ".safetensors":
+            raise InvalidInputError(f"-o {out}: name a .safetensors file (the prompts go to {out.with_suffix('.txt').name})")
+        for path, what in ((out, "probe file"), (out.with_suffix(".txt"), "prompt file")):
+            refuse_existing(path, lambda _: False, overwrite, what)  # both checked before either is written
+        check_cache_writable()
+        grid = _world_grid(task, audio, profile, seed)
+        write_tensors(out, {"probes": grid[0]}, {"task": task, "world": "audio" if audio else "image", "profile": profile,
+                                                 "seed": seed})
+        atomic_write(out.with_suffix(".txt"), lambda tmp: Path(tmp).write_text("\n".join(grid[1]) + "\n", encoding="utf-8"))
+    except PlatonicError as exc:
+        fail(exc)
+    typer.echo(f"wrote {out} ({tuple(grid[0].shape)} {str(grid[0].dtype).removeprefix('torch.')}) and "
+               f"{out.with_suffix('.txt')} ({len(grid[1])} prompts)")
+
+
+def _world_grid(task: str, audio: bool, profile: str, seed: int):
+    """(probes, prompts) of `task` in the built world (image, or audio with `audio`), built where needed."""
+    from .errors import InvalidInputError
+
+    if audio:
+        from .world.audio import dataset
+        from .world.audio.build import check_profile, ensure_audio_world, world_data_file
+        from .world.audio.tasks import TASK_NAMES
+
+        names = TASK_NAMES
+    else:
+        from .world import data as wd
+        from .world.build import check_profile, ensure_world
+
+        names = wd.TASK_NAMES
+    if task not in names:
+        raise InvalidInputError(f"unknown {'audio ' if audio else ''}world task {task!r}; choose from {', '.join(names)}"
+                                + ("" if audio else " (or add --audio for the audio world's)"))
+    check_profile(profile)
+    if audio:
+        d = dataset.load_audio_data(world_data_file(ensure_audio_world(profile, seed)))[task]
+        return d.probes, list(d.task.prompts)
+    from .experiments.world_setup import _world_data
+
+    d = _world_data(ensure_world(profile, seed))[task]
+    return d.probes, list(wd.TASKS[task].prompts)

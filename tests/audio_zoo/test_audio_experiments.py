@@ -128,3 +128,30 @@ def test_an_audio_world_descriptor_moves_into_a_transformers_clap_and_its_export
         pooled = reloaded.audio_model(input_features=feats["input_features"], is_longer=feats["is_longer"]).pooler_output
         z = reloaded.audio_projection(pooled)
     assert torch.allclose(z, edited, atol=1e-5, rtol=1e-4), (z - edited).abs().max()
+
+
+def test_world_probes_feed_platonic_measure_on_the_command_line(tiny_audio_world, tmp_path):
+    """`platonic world probes --audio` writes a task's probes and prompts; `platonic measure` reads them."""
+    from safetensors.torch import load_file
+
+    from platonic.cli import app
+    from platonic.experiments.audio_world_checks import audio_world_parts
+    from platonic import Descriptor
+
+    runner = CliRunner()
+    out = tmp_path / "pitch.safetensors"
+    wrote = runner.invoke(app, ["world", "probes", "pitch", "--audio", "--profile", "tiny", "-o", str(out)])
+    assert wrote.exit_code == 0, wrote.output
+    task = audio_world_parts(tiny_audio_world["path"], models=["cnn"]).tasks["pitch"]
+    assert torch.equal(load_file(str(out))["probes"], task.probes)
+    assert tuple(out.with_suffix(".txt").read_text().splitlines()) == task.prompts
+    again = runner.invoke(app, ["world", "probes", "pitch", "--audio", "--profile", "tiny", "-o", str(out)])
+    assert again.exit_code != 0 and "--overwrite" in again.output
+    unknown = runner.invoke(app, ["world", "probes", "fashion", "--audio", "--profile", "tiny", "-o", str(tmp_path / "f.safetensors")])
+    assert unknown.exit_code != 0 and "unknown audio world task" in unknown.output
+    measured = runner.invoke(app, ["measure", "--model", "world:audio/cnn", "--finetuned", "world:audio/cnn/pitch",
+                                   "--task", "pitch", "--probes", str(out), "--prompts", str(out.with_suffix(".txt")),
+                                   "-o", str(tmp_path / "pitch.utd")])
+    assert measured.exit_code == 0, measured.output
+    descriptor = Descriptor.load(tmp_path / "pitch.utd")
+    assert descriptor.grid.shape == (len(task.probes), len(task.prompts)) and descriptor.grid.task == "pitch"
