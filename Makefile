@@ -42,8 +42,10 @@ debian: $(DEB_STAMP)
 test: setup
 	$(PY) -m pytest -q
 
+# The image world's protocols, then negation on the audio world (issue 15; each world built on first use).
 demo: setup
 	$(VENV)/bin/platonic demo
+	$(VENV)/bin/platonic experiment negation --setup audio-world -o runs/demo-audio
 
 bench: setup
 	$(PY) benchmarks/bench_solve.py

@@ -932,7 +932,8 @@ def demo(
     """The paper's protocol on the embedded world: addition, negation, generalisation (CPU, minutes),
     then addition and negation again with the anchored solve, beside the paper's (solve_comparison.md).
 
-    Builds the world first if it is not cached (profile from $PLATONIC_WORLD_PROFILE, default full).
+    --setup audio-world runs the same on the embedded audio world. Builds the world first if it is not
+    cached (profile from $PLATONIC_WORLD_PROFILE, default full).
     """
     from .experiments import SolveSettings, run_experiments
     from .experiments.report import check_run_directory, render_solve_comparison
