@@ -65,8 +65,8 @@ KINDS = ("full", "lora")
 class AudioProfile:
     """One build recipe: data sizes, pre-training, and the `platonic.finetune` config of each source kind.
 
-    sources["full"]: every audio-tower parameter; sources["lora"]: peft LoRA rank 4 / alpha 8 on the spec's
-    targets, merged. Both with the replay term over `replay_per_task` train clips of every other task.
+    sources["full"]: every audio-tower parameter; sources["lora"]: peft LoRA (full profile rank 8 / alpha 16)
+    on the spec's targets, merged. Both with the replay term over `replay_per_task` train clips of every other task.
     """
 
     name: str
@@ -77,12 +77,14 @@ class AudioProfile:
     probes_per_class: int = PROBES_PER_CLASS  # 30 as in the paper; the tiny test profile uses fewer
 
 
-def _sources(steps: int, batch: int, lr: float, lora_lr: float, replay_batch: int) -> dict[str, FinetuneConfig]:
-    """Full and LoRA source fine-tunes: warm-up 10 % then cosine, the model's own logit scale, replay 3."""
+def _sources(steps: int, batch: int, lr: float, lora_lr: float, replay_batch: int, lora_rank: int = 4) -> dict[str, FinetuneConfig]:
+    """Full and LoRA source fine-tunes: warm-up 10 % then cosine, the model's own logit scale, replay 3;
+    LoRA alpha = 2 x rank."""
     common = dict(steps=steps, batch_size=batch, warmup_fraction=0.1, logit_scale=None, replay=3.0,
                   replay_batch_size=replay_batch)
     return {"full": FinetuneConfig(mode="full", lr=lr, weight_decay=0.1, **common),
-            "lora": FinetuneConfig(mode="lora", lr=lora_lr, weight_decay=0.01, lora_rank=4, lora_alpha=8, **common)}
+            "lora": FinetuneConfig(mode="lora", lr=lora_lr, weight_decay=0.01, lora_rank=lora_rank,
+                                   lora_alpha=2 * lora_rank, **common)}
 
 
 PROFILES = {
@@ -91,7 +93,10 @@ PROFILES = {
                          _sources(steps=2, batch=8, lr=3e-4, lora_lr=3e-3, replay_batch=4), replay_per_task=2,
                          probes_per_class=2),
     "full": AudioProfile("full", dataset.SIZES["full"], AudioPretrainConfig(steps=200, batch=128, lr=2e-3),
-                         _sources(steps=40, batch=32, lr=1e-3, lora_lr=1e-2, replay_batch=16), replay_per_task=32),
+                         # recipe v2: 120 steps (was 40) at lr 3e-3 (1e-3); LoRA rank 8 (4) at 3e-2 (1e-2); measured
+                         # on cells of the v1 bases (docs/audio_world.md, "Recipe v2")
+                         _sources(steps=120, batch=32, lr=3e-3, lora_lr=3e-2, replay_batch=16, lora_rank=8),
+                         replay_per_task=32),
 }
 _DATA_MODULES = ("canonical.py", "tools.py", "splits.py", "tasks.py", "instruments.py", "speech.py", "procedural.py",
                  "dataset.py")

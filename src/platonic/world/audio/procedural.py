@@ -3,9 +3,11 @@
 - beats: 1-6 percussive hits (a decaying tone, a noise burst or a click; one timbre per clip) at
   irregular times at least 120 ms apart;
 - noise: white, pink, brown, blue or violet noise (power spectral density ~ f^0, f^-1, f^-2, f^1, f^2,
-  shaped in the frequency domain), with a random fade in and out;
+  shaped in the frequency domain), each exponent jittered by +-0.4, band-limited at random corners, a
+  0.3-1.0 s burst over a white floor of random level (recipe v2: the plain colours were 97.5-100 %
+  zero-shot for every model);
 - tempo: a regular pulse at about 100 / 150 / 225 / 340 beats per minute (+-6 %), random phase and timbre.
-Every clip has a little white noise underneath. Splits are independent draws (no unit to keep apart).
+Every clip has some white noise underneath. Splits are independent draws (no unit to keep apart).
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from . import canonical
 SR = canonical.SAMPLE_RATE
 T = canonical.CLIP_SAMPLES
 NOISE_EXPONENT = {"white": 0.0, "pink": -1.0, "brown": -2.0, "blue": 1.0, "violet": 2.0}  # PSD ~ f^exponent
+NOISE_JITTER = 0.4                 # a clip's exponent: its colour's +- this (uniform)
+NOISE_LOW_CUT = (20.0, 400.0)      # Hz, the high-pass corner, log-uniform
+NOISE_HIGH_CUT = (1500.0, 8000.0)  # Hz, the low-pass corner, log-uniform
+NOISE_SECONDS = (0.3, 1.0)         # the burst's length, uniform
+NOISE_FLOOR = (0.005, 0.1)         # std of the white floor under it, log-uniform (the burst peaks at 1)
 TEMPO_BPM = (100.0, 150.0, 225.0, 340.0)
 
 
@@ -61,17 +68,29 @@ def beats(label: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def noise(label: int, rng: np.random.Generator, colours=tuple(NOISE_EXPONENT)) -> np.ndarray:
-    """Coloured noise: white noise shaped by f^(exponent / 2) in amplitude, unit peak, faded. -> (T,)."""
-    spectrum = np.fft.rfft(rng.standard_normal(T))
+    """Coloured noise, made hard to read (recipe v2): the colour's exponent +- NOISE_JITTER, band-limited
+    by a random high-pass and low-pass (4th-order power roll-offs, corners log-uniform in NOISE_LOW_CUT /
+    NOISE_HIGH_CUT Hz), a burst of NOISE_SECONDS with random fades at a random place, over a white floor
+    of log-uniform std NOISE_FLOOR (relative to the burst's unit peak). -> float32 (T,)."""
     f = np.fft.rfftfreq(T, 1 / SR)
     f[0] = f[1]
-    x = np.fft.irfft(spectrum * f ** (NOISE_EXPONENT[colours[label]] / 2), n=T)
+    exponent = NOISE_EXPONENT[colours[label]] + rng.uniform(-NOISE_JITTER, NOISE_JITTER)
+    lo = np.exp(rng.uniform(*np.log(NOISE_LOW_CUT)))
+    hi = np.exp(rng.uniform(*np.log(NOISE_HIGH_CUT)))
+    shape = f ** (exponent / 2) / np.sqrt(1 + (lo / f) ** 4) / np.sqrt(1 + (f / hi) ** 4)
+    x = np.fft.irfft(np.fft.rfft(rng.standard_normal(T)) * shape, n=T)
     x = x / np.abs(x).max()
-    env = np.ones(T)
-    fade_in, fade_out = int(rng.uniform(0.005, 0.2) * SR), int(rng.uniform(0.005, 0.2) * SR)
-    env[:fade_in] = np.linspace(0, 1, fade_in)
-    env[T - fade_out:] = np.linspace(1, 0, fade_out)
-    return (x * env).astype(np.float32) + _floor(rng)
+    n = int(rng.uniform(*NOISE_SECONDS) * SR)
+    start = int(rng.integers(0, T - n + 1))
+    burst = np.ones(n)
+    longest_fade = min(0.2, n / SR / 3)
+    fade_in, fade_out = int(rng.uniform(0.005, longest_fade) * SR), int(rng.uniform(0.005, longest_fade) * SR)
+    burst[:fade_in] = np.linspace(0, 1, fade_in)
+    burst[n - fade_out:] = np.linspace(1, 0, fade_out)
+    env = np.zeros(T)
+    env[start:start + n] = burst
+    floor = rng.standard_normal(T) * np.exp(rng.uniform(*np.log(NOISE_FLOOR)))
+    return (x * env + floor).astype(np.float32)
 
 
 def tempo(label: int, rng: np.random.Generator) -> np.ndarray:

@@ -17,7 +17,7 @@ All are pre-trained with the CLIP softmax loss on captions (`pretrain.py`); ever
 Model specs for `platonic.models.load_model` (the image world's `world:` backend dispatches them):
     world:audio/NAME               the pre-trained model
     world:audio/NAME/TASK          NAME after full fine-tuning of its audio tower on TASK
-    world:audio/NAME/TASK/lora     NAME after the light (LoRA rank 4) fine-tune on TASK
+    world:audio/NAME/TASK/lora     NAME after the light (LoRA; rank 8 in the full profile) fine-tune on TASK
 """
 
 from __future__ import annotations
