@@ -155,9 +155,9 @@ def test_world_sources_use_the_task_arithmetic_recipe_so_the_cache_is_shared():
     from platonic.experiments.world_setup import world_sources
     from platonic.world import data as wd
 
-    data = {t: SimpleNamespace(train=SimpleNamespace(images=None, labels=None)) for t in wd.TASK_NAMES}
     recipe = Recipe(steps=48)
-    sliced = world_sources(SimpleNamespace(data=data), {}, {"shapes": None, "textures": None}, recipe)
+    world = SimpleNamespace(train=lambda task: (None, None))  # the parts' labelled train split of a task
+    sliced = world_sources(world, {}, {"shapes": None, "textures": None}, recipe)
     for lam in (0.0, 1.0):
         assert sliced.config("shapes", lam) == recipe.config("full", lam, list(wd.TASK_NAMES).index("shapes"))
     assert sliced.recipe["flavour"] == "full" and sliced.recipe["steps"] == 48
