@@ -17,25 +17,7 @@ from platonic.errors import InvalidInputError, PlatonicError
 from platonic.models import audio as audio_models
 from platonic.models.audio import CANONICAL_RATE, resample
 
-RATE = 22050  # the files' own rate: every decode resamples to 16 kHz
-
-
-def tone(freq: float, seconds: float, rate: int = RATE) -> np.ndarray:
-    t = np.arange(int(round(seconds * rate))) / rate
-    return (0.5 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
-
-
-def sound_folder(root, per_split=None, rate: int = RATE, seconds=(0.25, 0.5)):
-    """root/{train,test}/{low,high}/*.wav: tones at 22.05 kHz of 0.25 s and 0.5 s (the longest is 0.5 s)."""
-    per_split = per_split or {"train": 3, "test": 2}
-    for split, n in per_split.items():
-        for k, (cls, freq) in enumerate((("low", 300.0), ("high", 2000.0))):
-            folder = root / split / cls
-            folder.mkdir(parents=True)
-            for i in range(n):
-                soundfile.write(folder / f"{i}.wav", tone(freq, seconds[(i + k) % len(seconds)], rate), rate)
-    return root
-
+from helpers import RATE, call_log, sound_folder, tone
 
 @pytest.fixture
 def sounds(tmp_path):
@@ -45,15 +27,7 @@ def sounds(tmp_path):
 @pytest.fixture
 def counted(monkeypatch):
     """Counts the sound files decoded (platonic.models.audio.read_audio is the one decoder)."""
-    calls = []
-    real = audio_models.read_audio
-
-    def read(path):
-        calls.append(path)
-        return real(path)
-
-    monkeypatch.setattr(audio_models, "read_audio", read)
-    return calls
+    return call_log(monkeypatch, audio_models, "read_audio")
 
 
 def test_a_sound_folder_gives_splits_labels_and_class_names_without_decoding(sounds, counted):

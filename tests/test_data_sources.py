@@ -15,6 +15,8 @@ from platonic.data.resolve import open_task
 from platonic.data.sources import parse_source, task_split
 from platonic.data.tasks import KNOWN_TASKS, KnownTask, TaskRegistry, known_task
 
+from helpers import call_log
+
 datasets = pytest.importorskip("datasets")
 
 
@@ -44,15 +46,7 @@ def save_hf(root, splits: dict[str, int], names=("tabby_cat", "dog", "fox"), lab
 @pytest.fixture
 def decoded(monkeypatch):
     """Counts every image a data source decodes (platonic.data.images.open_image)."""
-    calls = []
-    real = data_images.open_image
-
-    def counting(item):
-        calls.append(item)
-        return real(item)
-
-    monkeypatch.setattr(data_images, "open_image", counting)
-    return calls
+    return call_log(monkeypatch, data_images, "open_image")
 
 
 # -- the registry -----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from platonic.experiments.config import config_from_options, input_form
 from platonic.models.audio import CANONICAL_RATE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_audio_sources import RATE, sound_folder, tone  # noqa: E402
+from helpers import RATE, sound_folder, tone  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from platonic.models import load_model
 from platonic.models.audio import CANONICAL_RATE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_audio_sources import sound_folder  # noqa: E402
+from helpers import sound_folder  # noqa: E402
 
 
 def run(*args):
