@@ -5,6 +5,8 @@ default source kind is the world's; see docs/world.md), on the task's fixed prob
 from train, seed 42). The gradient-ascent negation baseline fine-tunes the target on the task's
 labelled train split with the loss negated, for the one fixed budget `platonic.finetune.GRADIENT_ASCENT`
 (its task vectors kept in the fine-tune cache, `finetune_cache.cached_task_vector`).
+`parts_setup` turns any built world's parts into the setup; the audio world uses it too
+(`experiments.audio_world_setup`).
 """
 
 from __future__ import annotations
@@ -127,7 +129,8 @@ def parts_setup(world, label: str, task_names, related_group, held_out_related, 
 
     world: the loaded parts (models, tasks, controls, data, `finetuned`, `train`); label: the setup's
     name; task_names: all the world's tasks in order (the fine-tune cache's seeds); related_group /
-    held_out_related: the world's related tasks, kept when every one of them is among `tasks`.
+    held_out_related: the world's related tasks, kept when the held-out task and at least two related
+    tasks are among `tasks` (else the setup has no related group, and generalization is refused).
     """
     models = world.models
     tasks = {t: world.tasks[t] for t in (tasks or world.tasks)}
