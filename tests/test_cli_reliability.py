@@ -234,6 +234,10 @@ BAD_INPUTS = [
      "not a platonic run"),
     ("experiment: output is a file", ("experiment", "addition", "--setup", "toy", "-o", "notes.txt"), "not a directory"),
     ("experiment: unknown setup", ("experiment", "addition", "--setup", "mars", "-o", "newrun"), "unknown setup"),
+    ("experiment: --device on a built-in setup", ("experiment", "addition", "--setup", "toy", "--device", "cuda", "-o",
+                                                  "newrun"), "built-in setups run on the CPU"),
+    ("experiment: --device on the world's task_arithmetic", ("experiment", "task_arithmetic", "--device", "cuda:0", "-o",
+                                                             "newrun"), "built-in setups run on the CPU"),
     # demo and world
     ("demo: unknown setup", ("demo", "--setup", "mars", "-o", "newrun"), "world or toy"),
     ("demo: output is a foreign directory", ("demo", "--setup", "toy", "-o", "userdir"), "not a platonic run"),

@@ -582,6 +582,14 @@ SETUPS = {  # name -> "module:function" returning an ExperimentSetup (imported o
 WORLD_SETUPS = ("world", "audio-world")  # the embedded worlds: --models / --tasks / --world / --steps slice them
 
 
+def _check_cpu_setup(setup: str, own: bool, device: str) -> None:
+    """Refuse --device other than cpu for the built-in setups (world, audio-world, toy), which build and encode
+    on the CPU: a GPU named there would otherwise be ignored without a word."""
+    if setup in SETUPS and not own and str(device) != "cpu":
+        raise InvalidInputError(f"--device {device} does not apply to --setup {setup}: the built-in setups run on "
+                                "the CPU (their models are tiny); --device applies to YAML and --model setups")
+
+
 def load_setup(name: str, models=(), tasks=(), controls=(), sources=(), device: str = "cpu", names=None):
     """A built-in setup (world, audio-world, toy), a YAML setup file, or one made of command-line options.
 
@@ -723,6 +731,7 @@ def experiment(
 
         adapter_options = {"lr": adapter_lr, "max_steps": adapter_max_steps, "holdout": adapter_holdout}
         config = adapt_config_from({k: v for k, v in adapter_options.items() if v is not None})
+        _check_cpu_setup(setup, any((model, task, control, source)), device)
         as_device(device)
         check_run_directory(output)
         check_cache_writable()
@@ -821,6 +830,7 @@ def _task_arithmetic_command(names, setup, model, task, control, source, output,
         if given:
             raise InvalidInputError(f"{', '.join(given)} {'do' if len(given) > 1 else 'does'} not apply to task_arithmetic "
                                     "(it chooses alpha on validation and fine-tunes its own task vectors)")
+        _check_cpu_setup(setup, any((model, task, control, source)), device)
         as_device(device)
         check_run_directory(output)
         check_cache_writable()
