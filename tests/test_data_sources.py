@@ -120,7 +120,7 @@ def test_a_data_set_saved_to_disk_reads_through_hf(tmp_path):
 
 
 def test_only_the_sampled_probes_and_evaluated_images_are_decoded(tmp_path, decoded):
-    from platonic.experiments.config import DataSetConfig, ExperimentConfig, _task
+    from platonic.experiments.config import ExperimentConfig, _task
 
     save_hf(tmp_path / "big", {"train": 100, "test": 5})  # 300 train images, 15 test images
     config = ExperimentConfig(models={"a": "x", "b": "y"}, tasks={"big": {"data": f"hf:{tmp_path / 'big'}"}},

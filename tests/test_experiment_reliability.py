@@ -45,8 +45,6 @@ def test_a_missing_source_file_is_found_before_any_model_loads(tmp_path, monkeyp
         raise AssertionError("a model was loaded before the setup's files were checked")
 
     monkeypatch.setattr(config_module, "load_model", no_loading)
-    from platonic import InvalidInputError
-
     with pytest.raises(InvalidInputError, match=r"3 path\(s\) of the setup do not exist.*rn50.safetensors.*source a/toy.*source b/toy"):
         config_module.config_setup(tmp_path / "setup.yaml")
 
@@ -54,7 +52,6 @@ def test_a_missing_source_file_is_found_before_any_model_loads(tmp_path, monkeyp
 def test_a_class_without_train_images_is_an_error(tmp_path):
     from PIL import Image
 
-    from platonic import InvalidInputError
     from platonic.experiments.config import DataSetConfig, ExperimentConfig, _task
 
     for split, classes in (("train", ["cat"]), ("test", ["cat", "dog"])):
@@ -68,7 +65,6 @@ def test_a_class_without_train_images_is_an_error(tmp_path):
 
 
 def test_experiment_names_given_twice_would_double_the_cells():
-    from platonic import InvalidInputError
     from platonic.experiments import run_experiments
     from platonic.experiments.toy import toy_setup
 
@@ -79,7 +75,6 @@ def test_experiment_names_given_twice_would_double_the_cells():
 def test_generalization_without_a_related_group_is_an_error(tmp_path):
     import dataclasses
 
-    from platonic import InvalidInputError
     from platonic.experiments import run_experiments
     from platonic.experiments.toy import toy_setup
 
@@ -142,7 +137,6 @@ def test_malformed_results_json_is_an_artifact_error(tmp_path):
 
 
 def test_prompt_templates_take_one_slot_and_literal_braces():
-    from platonic import InvalidInputError
     from platonic.prompts import class_prompts
 
     assert class_prompts("a {} (id {n})", ["cat", " dog "]) == ["a cat (id {n})", "a dog (id {n})"]

@@ -23,7 +23,7 @@ app = typer.Typer(
     cls=OneLineErrors,  # every error: one line `error: ...` on stderr, exit code 2
     rich_markup_mode=None,  # help texts are plain: FOLDER[/test] is a path, not markup
 )
-console = Console()
+console = Console(soft_wrap=True)  # a message is never broken at 80 columns (paths stay whole when piped)
 
 from .cli_world import world_app  # noqa: E402 - typer sub-app; imports nothing heavy
 

@@ -3,7 +3,6 @@ directory is written, reloaded as a source and measured, on a random-weight open
 
 import json
 
-import numpy as np
 import pytest
 import torch
 from conftest import get_model

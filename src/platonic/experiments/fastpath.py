@@ -148,6 +148,10 @@ class FeatureStore:
                                                          anchor_digest=None if pool is None else pool[1])
         return self._operators[full]
 
+    def solved_operators(self) -> list[tuple[str, OperatorKey, Operator]]:
+        """(target, key, operator) of every operator solved so far, in the order they were solved."""
+        return [(target, key, op) for (target, key), op in self._operators.items()]
+
     def delta(self, target: str, eval_set: EvalSet, key: OperatorKey) -> torch.Tensor:
         """D (n, d) of the operator stored under `key`, on `eval_set`'s cached features."""
         full = (target, eval_set.name, key)

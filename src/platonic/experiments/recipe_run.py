@@ -212,7 +212,7 @@ class _Run:
             d.save(root / "descriptors" / f"{model}.{task}.utd")
         banks: dict[tuple[str, str], OperatorBank] = {}
         for store in self.stores.values():
-            for (target, key), op in store._operators.items():
+            for target, key, op in store.solved_operators():
                 _, source, _ = key
                 bank = banks.setdefault((target, source), OperatorBank(op.target))
                 bank.add(op, replace=True)
