@@ -585,7 +585,7 @@ WORLD_SETUPS = ("world", "audio-world")  # the embedded worlds: --models / --tas
 def _check_cpu_setup(setup: str, own: bool, device: str) -> None:
     """Refuse --device other than cpu for the built-in setups (world, audio-world, toy), which build and encode
     on the CPU: a GPU named there would otherwise be ignored without a word."""
-    if setup in SETUPS and not own and str(device) != "cpu":
+    if setup in SETUPS and not own and str(device).split(":")[0] != "cpu":
         raise InvalidInputError(f"--device {device} does not apply to --setup {setup}: the built-in setups run on "
                                 "the CPU (their models are tiny); --device applies to YAML and --model setups")
 
