@@ -25,6 +25,7 @@ test as the reference code cuts EuroSAT: a permutation seeded with 42, its first
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 from dataclasses import dataclass, field
@@ -258,7 +259,7 @@ class FolderSource:
         h = hashlib.sha256()
         for f in files:
             h.update(f"{f.relative_to(self.root)}\t{f.stat().st_size}\n".encode())
-        longest = _memoised(lambda: max(audio_seconds(f) for f in files)) if modality == "audio" else None
+        longest = functools.cache(lambda: max(audio_seconds(f) for f in files)) if modality == "audio" else None
         return Split(self.text, name, torch.tensor(labels), tuple(classes), lambda rows: [files[i] for i in rows],
                      f"folder:{h.hexdigest()}", modality, longest)
 
@@ -292,18 +293,6 @@ def _folder_modality(folder: Path, per_class: dict[str, dict[str, list[Path]]]) 
                                 f"(e.g. {sounds[0].relative_to(folder)}); keep one kind per data folder: images for "
                                 "image-text models, sound for audio-text models")
     return "audio" if sounds else "image"
-
-
-def _memoised(compute: Callable[[], float]) -> Callable[[], float]:
-    """`compute` run once, on first call (a split's longest clip is read from headers only when asked for)."""
-    memo: list[float] = []
-
-    def value() -> float:
-        if not memo:
-            memo.append(compute())
-        return memo[0]
-
-    return value
 
 
 class HFSource:
@@ -394,7 +383,7 @@ class HFSource:
         if images:
             return Split(self.text, actual, labels, names, fetch, identity)
         return Split(self.text, actual, labels, names, fetch, identity, "audio",
-                     _memoised(lambda: _longest_record(raw, column)))
+                     functools.cache(lambda: _longest_record(raw, column)))
 
     def _label_column(self, feats, split: str) -> str:
         import datasets
