@@ -172,7 +172,7 @@ def _world_grid(task: str, audio: bool, profile: str, seed: int):
     if audio:
         d = dataset.load_audio_data(world_data_file(ensure_audio_world(profile, seed)))[task]
         return d.probes, list(d.task.prompts)
-    from .experiments.world_setup import _world_data
+    from .experiments.world_setup import world_data
 
-    d = _world_data(ensure_world(profile, seed))[task]
+    d = world_data(ensure_world(profile, seed))[task]
     return d.probes, list(wd.TASKS[task].prompts)

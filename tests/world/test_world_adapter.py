@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from platonic import AdaptConfig, Operator, adapt
 from platonic.cli import app
-from platonic.experiments.world_setup import _world_data
+from platonic.experiments.world_setup import world_data
 from platonic.measurement import EmbeddingCache, measure, target_grid
 from platonic.models import load_model
 from platonic.world.data import TASKS
@@ -17,7 +17,7 @@ from platonic.world.zoo import load_weights
 
 @pytest.fixture(scope="module")
 def data(tiny_world):
-    return _world_data(tiny_world["path"])
+    return world_data(tiny_world["path"])
 
 
 @pytest.mark.parametrize("model_name,task", [("vit-a", "shapes"), ("mixer", "fashion")])

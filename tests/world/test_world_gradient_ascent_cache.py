@@ -3,13 +3,13 @@
 import torch
 
 from platonic.experiments import finetune_cache
-from platonic.experiments.world_setup import _world_data, ascended
+from platonic.experiments.world_setup import world_data, ascended
 from platonic.models import load_model
 from platonic.world.data import TASKS
 
 
 def test_a_second_gradient_ascent_trains_nothing_and_gives_the_same_weights(tiny_world, monkeypatch):
-    data = _world_data(tiny_world["path"])
+    data = world_data(tiny_world["path"])
     train = data["shapes"].train
     model = load_model("world:vit-a")
     first, hit = ascended(model, "shapes", train.images, train.labels, TASKS["shapes"].prompts)

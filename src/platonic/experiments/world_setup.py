@@ -26,7 +26,8 @@ from .setup import EvalSet, ExperimentSetup, TaskSpec, measure_on_grids
 DEFAULT_SOURCE_KIND = "full"  # measured: better cross-model agreement and larger gains (docs/world.md)
 
 
-def _world_data(path: Path):
+def world_data(path: Path) -> dict:
+    """The built world's data at `path`: task or control name -> TaskData (train / val / test splits, probes)."""
     from ..world.data import data_from_tensors
 
     with safe_open(str(path / "data.safetensors"), framework="pt") as f:
@@ -71,7 +72,7 @@ def world_parts(path: Path, models=None) -> WorldParts:
     from ..world.backend import load_world_model
     from ..world.zoo import MODEL_NAMES
 
-    data = _world_data(path)
+    data = world_data(path)
     models = {name: load_world_model(name, root=path) for name in (models or MODEL_NAMES)}
     tasks = {}
     for name in wd.TASK_NAMES:
