@@ -182,6 +182,9 @@ def test_run_takes_alpha_and_solve_settings_from_the_entries_unless_given(setup)
     paper = {"kind": "paper", "anchor_weight": 1.0, "anchor_per_task": 64}
     assert default["settings"]["protocols"]["negation"] == {"alpha": 1.0, "mu_a": 1e-2, "mu_b": 1e-6, **paper}
     assert {c["alpha"] for c in default["cells"] if c["method"] == "closed_form"} == {1.0}
+    environment = default["settings"]["environment"]  # what the run ran on, so two machines' results can be told apart
+    assert torch.__version__.startswith(environment["versions"]["torch"])
+    assert environment["cpu"]["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     given = run_experiments(setup, ["negation"], None, progress=False, alpha=0.5, solve=SolveSettings(mu_a=0.1))
     assert given["settings"]["protocols"]["negation"] == {"alpha": 0.5, "mu_a": 0.1, "mu_b": 1e-6, **paper}
     assert {c["alpha"] for c in given["cells"] if c["method"] == "closed_form"} == {0.5}

@@ -40,6 +40,7 @@ def test_build_writes_every_artifact_and_report(tiny_world):
     assert (path / "COMPLETE").exists() and path.parent == tiny_world["root"] / "world"
     build = json.loads((path / "build.json").read_text())
     assert set(build["sources"]) == set(wb.KINDS) and build["sources"]["lora"]["mode"] == "lora"
+    assert build["versions"]["torch"] and build["cpu"]["torch_cpu_capability"]  # builds differ across machines: say which
     for m in MODEL_NAMES:
         _, meta = load_weights(path / "models" / m / "base.safetensors")
         assert meta["spec"]["name"] == m and meta["provenance"]["kind"] == "pretrained"

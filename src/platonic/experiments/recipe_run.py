@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import copy
 import json
-import platform
 import time
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-import torch
 import yaml
 
-from .._version import __version__
+from ..environment import device_record, library_versions
 from ..errors import InvalidInputError
 from ..hashing import tensor_digest
 from ..measurement import EmbeddingCache, load_finetuned, measure
@@ -45,27 +42,6 @@ from .setup import ExperimentSetup
 
 SCHEMA = "platonic.recipe_run"
 VERSION = 1
-LIBRARIES = ("torch", "open_clip_torch", "transformers", "peft", "huggingface_hub", "safetensors", "datasets",
-             "torchvision", "pydantic")
-
-
-def library_versions() -> dict[str, str | None]:
-    """platonic, Python and the libraries a run leans on (None: not installed)."""
-    out: dict[str, str | None] = {"platonic": __version__, "python": platform.python_version()}
-    for name in LIBRARIES:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def device_record(device: str) -> dict:
-    """Where the run ran: the torch device, its name, threads, CUDA version."""
-    dev = torch.device(device)
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else (platform.processor() or platform.machine())
-    return {"device": str(dev), "name": name, "torch_threads": torch.get_num_threads(), "cuda": torch.version.cuda,
-            "platform": platform.platform()}
 
 
 def is_recipe_run(path) -> bool:

@@ -12,6 +12,7 @@ from typing import Sequence
 from .._checks import as_finite_scalar
 from ..adapter import AdaptConfig
 from ..descriptor import utc_now
+from ..environment import cpu_record, library_versions
 from ..errors import InvalidInputError
 from ..measurement import EmbeddingCache
 from ..storage import atomic_write
@@ -57,7 +58,7 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     if alpha is not None and all(p.alpha is None for p in protocols):
         raise InvalidInputError(f"alpha does not apply to {', '.join(names)} (the sweep has its own strengths)")
     chosen = {p.name: (p.alpha if alpha is None or p.alpha is None else alpha, solve or p.solve) for p in protocols}
-    settings = {"experiments": list(names), "created": utc_now(),
+    settings = {"experiments": list(names), "created": utc_now(), "environment": {"versions": library_versions(), "cpu": cpu_record()},
                 "protocols": {name: {"alpha": a, **asdict(s), **options.get(name, {})} for name, (a, s) in chosen.items()}}
     if not trained_baselines:
         settings["trained_baselines"] = False

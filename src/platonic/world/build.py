@@ -11,7 +11,7 @@ Layout of a built world (one directory per version x profile x seed x recipe has
         captions.safetensors      MiniLM embeddings (V, 384) of the caption vocabulary (JSON list in metadata)
         models/NAME/base.safetensors            pre-trained model (image tower, text head, logit head)
         models/NAME/ft/TASK.{full,lora}.safetensors   fine-tuned image towers (base parameter names)
-        build.json                timings, pre-training statistics, fine-tune settings
+        build.json                timings, pre-training statistics, fine-tune settings, library versions and CPU
         COMPLETE                  written last; a directory without it is rebuilt
         report.json, report.md    written by platonic.experiments.world_checks (not part of the build)
 
@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from ..environment import cpu_record, library_versions
 from ..errors import InvalidInputError
 from ..finetune import FinetuneConfig, finetune
 from ..paths import cache_root
@@ -281,6 +282,7 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
     timings["total"] = time.perf_counter() - t_all
     build = {"profile": profile, "seed": seed, "world_version": WORLD_VERSION, "recipe": path.name, "workers": workers,
              "threads_per_worker": 1, "timings_s": timings, "pretrain": pre_stats,
+             "versions": library_versions(), "cpu": cpu_record(),
              "sources": {kind: cfg.model_dump() for kind, cfg in prof.sources.items()},
              "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in KINDS} for r in ft_stats}}
     atomic_write(path / "build.json", lambda tmp: Path(tmp).write_text(json.dumps(build, indent=1, sort_keys=True)))

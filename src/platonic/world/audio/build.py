@@ -13,7 +13,7 @@ Layout under $CACHE/audio-world/ ($CACHE: $PLATONIC_CACHE, else $XDG_CACHE_HOME/
         captions.safetensors      MiniLM embeddings (V, 384) of the caption vocabulary (JSON list in metadata)
         models/NAME/base.safetensors                  pre-trained model (audio tower, text head, logit head)
         models/NAME/ft/TASK.{full,lora}.safetensors   fine-tuned audio towers (base parameter names)
-        build.json                timings, pre-training statistics, fine-tune settings
+        build.json                timings, pre-training statistics, fine-tune settings, library versions and CPU
         COMPLETE                  written last; a directory without it is rebuilt
 
 The data hash covers the sizes, seed, probes and the source of the audio data modules; the recipe hash
@@ -41,6 +41,7 @@ from safetensors import safe_open
 
 from ... import finetune as finetune_module
 from ...data.probes import PROBES_PER_CLASS
+from ...environment import cpu_record, library_versions
 from ...errors import ArtifactError, InvalidInputError
 from ...finetune import FinetuneConfig, finetune
 from ...paths import cache_root
@@ -335,7 +336,8 @@ def build_audio_world(profile: str = "full", seed: int = 0, root: Path | None = 
     timings["train"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_all
     build = {"profile": profile, "seed": seed, "world_version": AUDIO_WORLD_VERSION, "recipe": path.name, "workers": workers,
-             "threads_per_worker": 1, "timings_s": timings, "pretrain": pre_stats, "data": str(data_file),
+             "threads_per_worker": 1, "timings_s": timings, "pretrain": pre_stats,
+             "versions": library_versions(), "cpu": cpu_record(), "data": str(data_file),
              "sources": {kind: cfg.model_dump() for kind, cfg in prof.sources.items()},
              "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in KINDS} for r in ft_stats}}
     atomic_write(path / "build.json", lambda tmp: Path(tmp).write_text(json.dumps(build, indent=1, sort_keys=True)))
