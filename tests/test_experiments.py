@@ -105,13 +105,21 @@ def test_weight_space_baselines_on_a_same_architecture_pair(tmp_path):
     results = run_experiments(pair_setup, ["weight_space"], tmp_path / "ws", progress=False, plots=False)
     cells = results["cells"]
     n_pairs = len(list(combinations(pair_setup.tasks, 2)))
-    ta = [c for c in cells if c["method"] == "task_arithmetic"]
-    wt = [c for c in cells if c["method"] == "weight_transport"]
-    cf = [c for c in cells if c["method"] == "closed_form"]
-    assert len(ta) == 3 * n_pairs and len(wt) == 2 * n_pairs and len(cf) == 2 * n_pairs
-    assert all(c["alpha"] in WEIGHT_ALPHAS for c in ta + wt)
-    assert {(c["sources"][0], c["target"]) for c in wt} == {("m0", "m1"), ("m1", "m0")}
+    by_method = {m: [c for c in cells if c["method"] == m] for m in ("zero_shot", "task_arithmetic", "weight_transport", "closed_form")}
+    assert all(len(v) == 2 * n_pairs for v in by_method.values())
+    assert all(c["alpha"] in WEIGHT_ALPHAS for c in by_method["task_arithmetic"] + by_method["weight_transport"])
+    assert {(c["sources"][0], c["target"]) for c in by_method["weight_transport"]} == {("m0", "m1"), ("m1", "m0")}
+    # every row of the table is on the same targets: m2, with no same-architecture partner, is in none
+    assert all({c["target"] for c in v} == {"m0", "m1"} for v in by_method.values())
     assert "Weight-space baselines" in (tmp_path / "ws" / "tables.md").read_text()
+
+
+def test_weight_space_without_a_same_architecture_pair_is_task_arithmetic_within_every_model():
+    results = run_experiments(toy_setup(widths=((48, 32), (64, 40))), ["weight_space"], None, progress=False, plots=False)
+    n_pairs = len(list(combinations(toy_setup().tasks, 2)))
+    methods = [c["method"] for c in results["cells"]]
+    assert methods.count("task_arithmetic") == methods.count("zero_shot") == 2 * n_pairs
+    assert "weight_transport" not in methods and "closed_form" not in methods
 
 
 def test_retention_is_withheld_when_the_oracle_gains_under_a_point():

@@ -199,12 +199,15 @@ def weight_space(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5
                  val_size: int | None = None, report: dict | None = None, log: Callable[[str], None] | None = None) -> list[dict]:
     """Weight-space baselines on two-task addition, where they apply (method.md §2, §1.7).
 
-    task_arithmetic: theta_0 + a (tau_A + tau_B) within one model; weight_transport: theta_B + a (tau_A + tau_B)
-    with the task vectors of a same-architecture model A. In both, a is chosen from {0, 0.1, ..., 1} by
+    weight_transport: theta_B + a (tau_A + tau_B) with the task vectors of a same-architecture model A;
+    task_arithmetic: theta_0 + a (tau_A + tau_B) within one model, on the transports' targets (so every
+    row of the table is on the same targets; with no same-architecture pair, on every model). In both,
+    a is chosen from {0, 0.1, ..., 1} by
     the mean accuracy on the two tasks' *validation* splits (ties: the smaller a; `val_size`: at most
     that many items of each, a seeded subset); the test splits and controls are then encoded once, at
     the chosen a. closed_form: the same cells (source = the pair's other model) through the closed form
-    at `alpha`, solved from the descriptors of the *same* fine-tunes as the task vectors.
+    at `alpha`, solved from the descriptors of the *same* fine-tunes as the task vectors; zero_shot: one
+    cell per target and task pair.
 
     Task vectors: setup.baselines["task_vector"](model, task) (the world and the toy setup: the
     fine-tune cache, `experiments.sources`); their descriptors: baselines["finetunes"].descriptor when
@@ -221,7 +224,8 @@ def weight_space(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5
         return []
     sources = setup.baselines.get("finetunes")
     pairs = same_architecture_pairs(setup)
-    runs = [(m, m) for m in setup.models] + pairs  # (source of the task vectors, target)
+    targets = list(dict.fromkeys(t for _, t in pairs)) or list(setup.models)
+    runs = [(m, m) for m in targets] + pairs  # (source of the task vectors, target)
     timings: dict[str, float] = (report if report is not None else {}).setdefault("timings", {})
     ops = Operators(setup, store)
     tasks = list(setup.tasks)
@@ -273,7 +277,10 @@ def weight_space(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5
                 accuracy = {name: feats.accuracy(z[s.name], s) for name, s in sets.items()}
                 _timed(timings, "test at the chosen alpha", start)
                 cells.append(_cell("weight_space", method, target, [source, source], [a_task, b_task], [1.0, 1.0], best, accuracy))
-                if source != target:
+                if source == target:
+                    cells.append(_cell("weight_space", "zero_shot", target, [], [a_task, b_task], [], 0.0,
+                                       _accuracies(store, setup, target, slots, [], 0.0)))
+                else:
                     start = time.perf_counter()
                     terms, residuals = [], []
                     for t in (a_task, b_task):
@@ -286,9 +293,7 @@ def weight_space(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5
                         terms.append((key, 1.0))
                     cells.append(_cell("weight_space", "closed_form", target, [source, source], [a_task, b_task], [1.0, 1.0], alpha,
                                        _accuracies(store, setup, target, slots, terms, alpha), residuals))
-                    cells.append(_cell("weight_space", "zero_shot", target, [], [a_task, b_task], [], 0.0,
-                                       _accuracies(store, setup, target, slots, [], 0.0)))
-                    _timed(timings, "closed form and zero-shot (descriptors, fast path)", start)
+                    _timed(timings, "closed form (descriptors, fast path)", start)
         if log is not None:
             log(f"weight_space: {target} done; so far " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
         store.drop_deltas(target)

@@ -120,7 +120,7 @@ PROTOCOLS = Registry([
     Protocol("alpha", alpha_sweep, "method.md §1.5, strength alpha from 0.5 to 1 (gains vs control cost)",
              "Strength sweep (single-term cross-model addition)", ("zero_shot", "closed_form"), alpha=None),
     Protocol("weight_space", weight_space, "method.md §1.7, weight-space baselines (same architecture)",
-             "Weight-space baselines (two-task addition; zero-shot and closed form on the transport cells)",
+             "Weight-space baselines (two-task addition on the transports' targets; closed form on the transport cells)",
              ("zero_shot", "task_arithmetic", "weight_transport", "closed_form"),
              {"task_arithmetic": "task arithmetic within the model (alpha on val)",
               "weight_transport": "weight-space transport, same architecture (alpha on val)"},

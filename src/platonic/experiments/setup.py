@@ -1,11 +1,13 @@
 """What an experiment runs on: models, tasks with probes and test sets, controls, descriptors.
 
 The embedded world provides one (`platonic.experiments.world_setup`), a YAML file another
-(`platonic.experiments.config`); both measure their descriptors with `measure_on_grids`.
+(`platonic.experiments.config`); both measure their descriptors with `measure_on_grids` (the world's
+on first use, `MeasuredGrids`, so an experiment that needs none of them does not pay for them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -13,6 +15,7 @@ import torch
 
 from ..descriptor import Descriptor
 from ..models import DualEncoder
+from .diagnostics import descriptor_cosines
 
 
 @dataclass(frozen=True)
@@ -44,18 +47,18 @@ class ExperimentSetup:
     related_group / held_out: tasks whose operators are applied to the held-out related task.
     baselines: optional named callables for baselines that need more than cached features, e.g.
         "gradient_ascent": (model name, task name) -> DualEncoder (an edited copy).
-    diagnostics: results computed while building the setup (descriptor cosines), written into results.json.
+    diagnostics: results of building the setup (descriptor cosines), written into results.json when a run ends.
     """
 
     name: str
     models: dict[str, DualEncoder]
     tasks: dict[str, TaskSpec]
     controls: dict[str, EvalSet]
-    descriptors: dict[tuple[str, str], Descriptor]
+    descriptors: Mapping[tuple[str, str], Descriptor]
     related_group: tuple[str, ...] = ()
     held_out: str | None = None
     baselines: dict[str, Callable] = field(default_factory=dict)
-    diagnostics: dict = field(default_factory=dict)  # precomputed, e.g. descriptor cosines; copied into results
+    diagnostics: Mapping = field(default_factory=dict)  # e.g. descriptor cosines; copied into results when the run ends
 
     def describe(self) -> dict:
         return {
@@ -90,3 +93,66 @@ def measure_on_grids(models: dict[str, DualEncoder], tasks: dict[str, TaskSpec],
                 on_grid[(model, source_task, task)] = measure(models[model], ft, spec.probes, spec.prompts, task,
                                                               cache=cache, progress=False, device=device)
     return {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}, on_grid
+
+
+class MeasuredGrids(Mapping):
+    """`measure_on_grids` run on first use: (model, task) -> descriptor, as a read-only mapping.
+
+    The keys are known without measuring (every model x task); the first lookup measures every source
+    fine-tune on every task's grid at once (the same calls, in the same order, as measuring eagerly).
+    `cosines()` is the descriptor-cosine diagnostics (`diagnostics.descriptor_cosines`) once measured,
+    and an empty dict before: a run that used no descriptor reports none.
+    """
+
+    def __init__(self, models: dict[str, DualEncoder], tasks: dict[str, TaskSpec], finetuned: Callable[[str, str], DualEncoder],
+                 progress: bool = True, device="cpu"):
+        self._args = (models, tasks, finetuned, progress, device)
+        self._keys = [(m, t) for m in models for t in tasks]
+        self._descriptors: dict | None = None
+        self._on_grid: dict | None = None
+        self._cosines: dict | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self._descriptors is not None
+
+    def _measure(self) -> dict:
+        if self._descriptors is None:
+            self._descriptors, self._on_grid = measure_on_grids(*self._args)
+        return self._descriptors
+
+    def __getitem__(self, key: tuple[str, str]) -> Descriptor:
+        return self._measure()[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key) -> bool:
+        return key in self._keys
+
+    def cosines(self) -> dict:
+        if not self.measured:
+            return {}
+        if self._cosines is None:
+            models, tasks = self._args[0], self._args[1]
+            self._cosines = descriptor_cosines(list(models), list(tasks), self._on_grid)
+        return self._cosines
+
+
+class GridDiagnostics(Mapping):
+    """A setup's `diagnostics` that are the descriptor cosines of its `MeasuredGrids`, read when the run ends."""
+
+    def __init__(self, grids: MeasuredGrids):
+        self.grids = grids
+
+    def __getitem__(self, key: str):
+        return self.grids.cosines()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.grids.cosines())
+
+    def __len__(self) -> int:
+        return len(self.grids.cosines())

@@ -2,7 +2,8 @@
 
 Descriptors are measured with `platonic.measure` from each model's fine-tune on each task (the
 default source kind is the world's; see docs/world.md), on the task's fixed probes (30 per class
-from train, seed 42). The gradient-ascent negation baseline fine-tunes the target on the task's
+from train, seed 42), when an experiment first needs one (`setup.MeasuredGrids`): weight_space and
+orthoreg_sources use the fine-tune cache's own descriptors, and do not measure the world's. The gradient-ascent negation baseline fine-tunes the target on the task's
 labelled train split with the loss negated, for the one fixed budget `platonic.finetune.GRADIENT_ASCENT`
 (its task vectors kept in the fine-tune cache, `finetune_cache.cached_task_vector`).
 `parts_setup` turns any built world's parts into the setup; the audio world uses it too
@@ -18,10 +19,9 @@ from safetensors import safe_open
 
 from ..errors import InvalidInputError
 from ..finetune import GRADIENT_ASCENT
-from .diagnostics import descriptor_cosines
 from .finetune_cache import cached_task_vector
 from .sources import CachedSources
-from .setup import EvalSet, ExperimentSetup, TaskSpec, measure_on_grids
+from .setup import EvalSet, ExperimentSetup, GridDiagnostics, MeasuredGrids, TaskSpec
 
 DEFAULT_SOURCE_KIND = "full"  # measured: better cross-model agreement and larger gains (docs/world.md)
 
@@ -137,7 +137,7 @@ def parts_setup(world, label: str, task_names, related_group, held_out_related, 
     tasks = {t: world.tasks[t] for t in (tasks or world.tasks)}
     related = tuple(t for t in related_group if t in tasks)
     held_out = held_out_related if held_out_related in tasks and len(related) >= 2 else None
-    descriptors, on_grid = measure_on_grids(models, tasks, lambda model, task: world.finetuned(model, task, source_kind), progress)
+    descriptors = MeasuredGrids(models, tasks, lambda model, task: world.finetuned(model, task, source_kind), progress)
     sources = world_sources(world, models, tasks, recipe, task_names)
 
     def gradient_ascent(target: str, task: str):
@@ -148,7 +148,7 @@ def parts_setup(world, label: str, task_names, related_group, held_out_related, 
                            descriptors, related_group=related if held_out else (), held_out=held_out,
                            baselines={"gradient_ascent": gradient_ascent, "task_vector": sources.task_vector,
                                       "finetunes": sources},
-                           diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))
+                           diagnostics=GridDiagnostics(descriptors))
 
 
 def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DEFAULT_SOURCE_KIND,

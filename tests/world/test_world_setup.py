@@ -1,0 +1,30 @@
+"""The world as an ExperimentSetup: its source descriptors are measured when an experiment first needs one."""
+
+import torch
+
+from platonic.experiments import run_experiments
+from platonic.experiments.setup import measure_on_grids
+from platonic.experiments.world_setup import world_parts, world_setup
+
+MODELS, TASKS = ["vit-a", "vit-b"], ["fashion", "digits"]
+
+
+def test_world_descriptors_are_measured_on_first_use_and_equal_eager_ones(tiny_world):
+    setup = world_setup(models=MODELS, tasks=TASKS, path=tiny_world["path"], progress=False)
+    grids = setup.descriptors
+    assert not grids.measured and set(grids) == {(m, t) for m in MODELS for t in TASKS} and len(grids) == 4
+    assert dict(setup.diagnostics) == {}  # no descriptor measured: no descriptor cosines reported
+    d = grids[("vit-b", "digits")]
+    assert grids.measured and set(dict(setup.diagnostics)) == {"cosine", "cosine_matrices"}
+    eager, _ = measure_on_grids(setup.models, setup.tasks, world_parts(tiny_world["path"], models=MODELS).finetuned,
+                                progress=False)
+    assert set(eager) == set(grids) and torch.equal(eager[("vit-b", "digits")].matrix, d.matrix)
+
+
+def test_weight_space_on_the_world_measures_none_of_the_world_descriptors(tiny_world):
+    setup = world_setup(models=MODELS, tasks=TASKS, path=tiny_world["path"], progress=False)
+    results = run_experiments(setup, ["weight_space"], None, progress=False, plots=False,
+                              options={"weight_space": {"val_size": 8}})
+    assert {c["method"] for c in results["cells"]} == {"zero_shot", "task_arithmetic", "weight_transport", "closed_form"}
+    assert not setup.descriptors.measured and "cosine" not in results["diagnostics"]
+
