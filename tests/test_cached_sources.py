@@ -1,6 +1,7 @@
 """weight_space and orthoreg_sources on the fine-tune cache (issue 13): choices on validation only, cache
 re-use, the OrthoReg-source table, and the errors of their options."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -55,6 +56,20 @@ def test_weight_space_alpha_never_sees_test_labels_and_reuses_the_fine_tune_cach
     assert _alphas(clean) == _alphas(shuffled)  # every alpha unchanged by the test labels
     acc = lambda r: [c["accuracy"]["A"] for c in r["cells"] if c["method"] == "task_arithmetic"]  # noqa: E731
     assert acc(clean) != acc(shuffled)  # while the reported test accuracies did change
+
+
+def test_weight_space_records_its_validation_cap_and_all_means_whole_splits(tmp_path):
+    from typer.testing import CliRunner
+
+    from platonic.cli import app
+    from platonic.experiments.protocols import WEIGHT_SPACE_VAL_SIZE
+
+    for args, recorded in (([], WEIGHT_SPACE_VAL_SIZE), (["--val-size", "all"], None), (["--val-size", "7"], 7)):
+        out = tmp_path / f"run{len(args)}{recorded}"
+        result = CliRunner().invoke(app, ["experiment", "weight_space", "--setup", "toy", "--no-plots", *args, "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        settings = json.loads((out / "results.json").read_text())["settings"]["protocols"]["weight_space"]
+        assert settings["val_size"] == recorded
 
 
 def test_weight_space_closed_form_uses_the_task_vectors_own_fine_tunes():
@@ -121,6 +136,8 @@ def test_cached_source_options_are_checked():
     (["addition", "--val-size", "10"], "--val-size applies"),
     (["addition", "--flavours", "full"], "task_arithmetic experiment only"),
     (["weight_space", "--steps", "0"], "--steps"),
+    (["weight_space", "--setup", "toy", "--val-size", "0"], "--val-size takes a positive number of items or 'all'"),
+    (["weight_space", "--setup", "toy", "--val-size", "most"], "--val-size takes a positive number of items or 'all'"),
     (["weight_space", "--setup", "toy", "--models", "m0"], "embedded world"),
     (["orthoreg_sources", "--setup", "toy", "--lambdas", "x"], "comma-separated numbers"),
 ])

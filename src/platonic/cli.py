@@ -696,8 +696,9 @@ def experiment(
                                           "runs for (default: every flavour run)."),
     steps: int = typer.Option(None, "--steps", help="task_arithmetic, weight_space, orthoreg_sources: fine-tuning steps "
                               "per task of the cached fine-tunes (default 64, batch 64)."),
-    val_size: int = typer.Option(None, "--val-size", help="task_arithmetic, weight_space, orthoreg_sources: use at most this many items of each "
-                                 "validation split for the choices (a seeded subset; default: all)."),
+    val_size: str = typer.Option(None, "--val-size", metavar="N|all", help="task_arithmetic, weight_space, orthoreg_sources: use "
+                                 "at most N items of each validation split for the choices (a seeded subset), or all of "
+                                 "it (default: all; weight_space 500)."),
     world: Path = typer.Option(None, "--world", help="a built world directory to run on (default: "
                                "the cached world of $PLATONIC_WORLD_PROFILE, built if needed)."),
     device: str = _device_option(),
@@ -714,6 +715,10 @@ def experiment(
     from .experiments.report import check_run_directory
     from .preflight import check_cache_writable
 
+    try:
+        val_size = _val_size(val_size)
+    except PlatonicError as exc:
+        _fail(exc)
     ta_options = {"--flavours": flavours, "--tasks": ta_tasks, "--models": ta_models, "--lambdas": lambdas,
                   "--negation-flavours": negation_flavours, "--steps": steps, "--val-size": val_size, "--world": world}
     if "task_arithmetic" in names:
@@ -750,6 +755,20 @@ def experiment(
 
 
 CACHED_SOURCE_EXPERIMENTS = ("weight_space", "orthoreg_sources")  # they fine-tune through the fine-tune cache
+WHOLE_SPLITS = "all"
+
+
+def _val_size(text: str | None) -> int | str | None:
+    """--val-size: None (not given), "all" (whole validation splits) or a positive number of items."""
+    if text is None or text.strip().lower() == WHOLE_SPLITS:
+        return None if text is None else WHOLE_SPLITS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InvalidInputError(f"--val-size takes a positive number of items or 'all' (whole validation splits); got {text!r}")
+    return value
 
 
 def _protocol_options(names, setup: str, own: bool, given: dict) -> tuple[dict, dict]:
@@ -764,8 +783,6 @@ def _protocol_options(names, setup: str, own: bool, given: dict) -> tuple[dict, 
     cached = [n for n in names if n in CACHED_SOURCE_EXPERIMENTS]
     if given["--val-size"] is not None and not cached:
         raise InvalidInputError("--val-size applies to task_arithmetic, weight_space and orthoreg_sources")
-    if given["--val-size"] is not None and given["--val-size"] < 1:
-        raise InvalidInputError("--val-size must be a positive number of items")
     if given["--lambdas"] is not None and "orthoreg_sources" not in names:
         raise InvalidInputError("--lambdas applies to task_arithmetic and orthoreg_sources")
     if given["--steps"] is not None and (not cached or given["--steps"] < 1):
@@ -778,7 +795,8 @@ def _protocol_options(names, setup: str, own: bool, given: dict) -> tuple[dict, 
                                 "models and tasks")
     options = {}
     for name in cached:
-        options[name] = {"val_size": given["--val-size"]} if given["--val-size"] is not None else {}
+        size = given["--val-size"]
+        options[name] = {} if size is None else {"val_size": None if size == WHOLE_SPLITS else size}
     if "orthoreg_sources" in names:
         options["orthoreg_sources"]["lambdas"] = (_floats(given["--lambdas"], "--lambdas") if given["--lambdas"]
                                                   else list(DEFAULT_LAMBDAS))
@@ -860,7 +878,8 @@ def _task_arithmetic_command(names, setup, model, task, control, source, output,
         recipe = Recipe(**({"steps": options["--steps"]} if options["--steps"] is not None else {}))
         task_arithmetic_experiment(loaded, output, plots=plots, flavours=flavours, lambdas=lambdas, recipe=recipe,
                                    negation_flavours=_csv(options["--negation-flavours"], "--negation-flavours"),
-                                   val_size=options["--val-size"], log=console.print)
+                                   val_size=None if options["--val-size"] == WHOLE_SPLITS else options["--val-size"],
+                                   log=console.print)
     except PlatonicError as exc:
         _fail(exc)
     console.print((output / "tables.md").read_text())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from contextlib import nullcontext
@@ -59,7 +60,8 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
         raise InvalidInputError(f"alpha does not apply to {', '.join(names)} (the sweep has its own strengths)")
     chosen = {p.name: (p.alpha if alpha is None or p.alpha is None else alpha, solve or p.solve) for p in protocols}
     settings = {"experiments": list(names), "created": utc_now(), "environment": {"versions": library_versions(), "cpu": cpu_record()},
-                "protocols": {name: {"alpha": a, **asdict(s), **options.get(name, {})} for name, (a, s) in chosen.items()}}
+                "protocols": {name: {"alpha": a, **asdict(s), **_option_defaults(PROTOCOLS[name]), **options.get(name, {})}
+                              for name, (a, s) in chosen.items()}}
     if not trained_baselines:
         settings["trained_baselines"] = False
     if adapter_cells:
@@ -105,6 +107,12 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     if out_dir is not None:
         write_run(Path(out_dir), results, plots=plots)
     return results
+
+
+def _option_defaults(protocol) -> dict:
+    """The runner's own defaults of the options a protocol takes (so results.json records what ran)."""
+    parameters = inspect.signature(protocol.runner).parameters
+    return {k: parameters[k].default for k in protocol.options if parameters[k].default is not inspect.Parameter.empty}
 
 
 def write_run(directory, results: dict, plots: bool = True) -> Path:
