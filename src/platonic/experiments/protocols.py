@@ -207,13 +207,12 @@ def weight_space(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5
     weight_transport: theta_B + a (tau_A + tau_B) with the task vectors of a same-architecture model A;
     task_arithmetic: theta_0 + a (tau_A + tau_B) within one model, on the transports' targets (so every
     row of the table is on the same targets; with no same-architecture pair, on every model). In both,
-    a is chosen from {0, 0.1, ..., 1} by
-    the mean accuracy on the two tasks' *validation* splits (ties: the smaller a; `val_size`: at most
-    that many items of each, a seeded subset, default `WEIGHT_SPACE_VAL_SIZE`; None: the whole splits);
-    the test splits and controls are then encoded once, at
-    the chosen a. closed_form: the same cells (source = the pair's other model) through the closed form
-    at `alpha`, solved from the descriptors of the *same* fine-tunes as the task vectors; zero_shot: one
-    cell per target and task pair.
+    a is chosen from {0, 0.1, ..., 1} by the mean accuracy on the two tasks' *validation* splits (ties:
+    the smaller a; `val_size`: at most that many items of each, a seeded subset, default
+    `WEIGHT_SPACE_VAL_SIZE`; None: the whole splits); the test splits and controls are then encoded
+    once, at the chosen a. closed_form: the same cells (source = the pair's other model) through the
+    closed form at `alpha`, solved from the descriptors of the *same* fine-tunes as the task vectors;
+    zero_shot: one cell per target and task pair.
 
     Task vectors: setup.baselines["task_vector"](model, task) (the world and the toy setup: the
     fine-tune cache, `experiments.sources`); their descriptors: baselines["finetunes"].descriptor when
