@@ -3,9 +3,10 @@
 Descriptors are measured with `platonic.measure` from each model's fine-tune on each task (the
 default source kind is the world's; see docs/world.md), on the task's fixed probes (30 per class
 from train, seed 42), when an experiment first needs one (`setup.MeasuredGrids`): weight_space and
-orthoreg_sources use the fine-tune cache's own descriptors, and do not measure the world's. The gradient-ascent negation baseline fine-tunes the target on the task's
-labelled train split with the loss negated, for the one fixed budget `platonic.finetune.GRADIENT_ASCENT`
-(its task vectors kept in the fine-tune cache, `finetune_cache.cached_task_vector`).
+orthoreg_sources use the fine-tune cache's own descriptors, and do not measure the world's. The
+gradient-ascent negation baseline fine-tunes the target on the task's labelled train split with the
+loss negated, for the one fixed budget `platonic.finetune.GRADIENT_ASCENT` (its task vectors kept in
+the fine-tune cache, `finetune_cache.cached_task_vector`).
 `parts_setup` turns any built world's parts into the setup; the audio world uses it too
 (`experiments.audio_world_setup`).
 """
