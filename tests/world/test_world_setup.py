@@ -3,6 +3,7 @@
 import torch
 
 from platonic.experiments import run_experiments
+from platonic.experiments.fastpath import single_thread
 from platonic.experiments.setup import measure_on_grids
 from platonic.experiments.world_setup import world_parts, world_setup
 
@@ -19,6 +20,23 @@ def test_world_descriptors_are_measured_on_first_use_and_equal_eager_ones(tiny_w
     eager, _ = measure_on_grids(setup.models, setup.tasks, world_parts(tiny_world["path"], models=MODELS).finetuned,
                                 progress=False)
     assert set(eager) == set(grids) and torch.equal(eager[("vit-b", "digits")].matrix, d.matrix)
+
+
+def test_a_lookup_inside_a_single_threaded_fast_path_measures_with_the_setups_threads(tiny_world, monkeypatch):
+    import platonic.experiments.setup as setup_module
+
+    threads, real = [], setup_module.measure_on_grids
+    monkeypatch.setattr(setup_module, "measure_on_grids", lambda *a: threads.append(torch.get_num_threads()) or real(*a))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        setup = world_setup(models=MODELS, tasks=TASKS, path=tiny_world["path"], progress=False)
+        with single_thread():  # as in a fast-path protocol: the floats must not depend on which one asks first
+            setup.descriptors[("vit-a", "fashion")]
+            assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert threads == [2]
 
 
 def test_weight_space_on_the_world_measures_none_of_the_world_descriptors(tiny_world):

@@ -99,7 +99,9 @@ class MeasuredGrids(Mapping):
     """`measure_on_grids` run on first use: (model, task) -> descriptor, as a read-only mapping.
 
     The keys are known without measuring (every model x task); the first lookup measures every source
-    fine-tune on every task's grid at once (the same calls, in the same order, as measuring eagerly).
+    fine-tune on every task's grid at once (the same calls, in the same order, as measuring eagerly),
+    with torch's thread count of when the mapping was made: a lookup from inside a single-threaded fast
+    path gives the same floats as the setup would have measured.
     `cosines()` is the descriptor-cosine diagnostics (`diagnostics.descriptor_cosines`) once measured,
     and an empty dict before: a run that used no descriptor reports none.
     """
@@ -108,6 +110,7 @@ class MeasuredGrids(Mapping):
                  progress: bool = True, device="cpu"):
         self._args = (models, tasks, finetuned, progress, device)
         self._keys = [(m, t) for m in models for t in tasks]
+        self._threads = torch.get_num_threads()
         self._descriptors: dict | None = None
         self._on_grid: dict | None = None
         self._cosines: dict | None = None
@@ -118,7 +121,12 @@ class MeasuredGrids(Mapping):
 
     def _measure(self) -> dict:
         if self._descriptors is None:
-            self._descriptors, self._on_grid = measure_on_grids(*self._args)
+            before = torch.get_num_threads()
+            torch.set_num_threads(self._threads)
+            try:
+                self._descriptors, self._on_grid = measure_on_grids(*self._args)
+            finally:
+                torch.set_num_threads(before)
         return self._descriptors
 
     def __getitem__(self, key: tuple[str, str]) -> Descriptor:
