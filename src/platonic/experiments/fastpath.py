@@ -25,7 +25,7 @@ from ..measurement import EmbeddingCache, design_rows, target_grid
 from ..metrics import top1
 from ..models import DualEncoder, ProbeEmbeddings
 from ..solve import DEFAULT_ANCHOR_WEIGHT, DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver
-from .setup import EvalSet, ExperimentSetup
+from .setup import EvalSet, ExperimentSetup, torch_threads
 
 OperatorKey = Hashable
 SOLVE_KINDS = ("paper", "anchored")
@@ -58,12 +58,8 @@ class SolveSettings:
 @contextmanager
 def single_thread():
     """Run torch on one thread: the fast path is many small products, where threads cost more than they give."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class FeatureStore:

@@ -8,6 +8,7 @@ on first use, `MeasuredGrids`, so an experiment that needs none of them does not
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -95,6 +96,17 @@ def measure_on_grids(models: dict[str, DualEncoder], tasks: dict[str, TaskSpec],
     return {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}, on_grid
 
 
+@contextmanager
+def torch_threads(n: int):
+    """Run torch on `n` threads inside the block; the count before is restored after it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class MeasuredGrids(Mapping):
     """`measure_on_grids` run on first use: (model, task) -> descriptor, as a read-only mapping.
 
@@ -121,12 +133,8 @@ class MeasuredGrids(Mapping):
 
     def _measure(self) -> dict:
         if self._descriptors is None:
-            before = torch.get_num_threads()
-            torch.set_num_threads(self._threads)
-            try:
+            with torch_threads(self._threads):
                 self._descriptors, self._on_grid = measure_on_grids(*self._args)
-            finally:
-                torch.set_num_threads(before)
         return self._descriptors
 
     def __getitem__(self, key: tuple[str, str]) -> Descriptor:
