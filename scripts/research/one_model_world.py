@@ -13,7 +13,7 @@ import pretrain_levers as scr
 from platonic.world import build as B, zoo as Z, train as TR, data as D
 from platonic.world.zoo import save_weights, load_weights, model_from_state, spec_to_json
 from platonic.finetune import finetune
-from platonic.experiments.world_setup import _world_data
+from platonic.experiments.world_setup import world_data as _world_data
 from platonic.experiments.setup import TaskSpec, EvalSet, ExperimentSetup, measure_on_grids
 from platonic.experiments.fastpath import FeatureStore
 from platonic.experiments.world_diagnostics import diagnose

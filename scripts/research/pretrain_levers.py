@@ -92,10 +92,15 @@ def run(name, spec_over={}, cfg_over={}, tag='', orth=0.0, porth=0.0, **kw):
             G=F.normalize(mod.text(emb[[idx[p] for p in data[t].task.prompts]]),dim=-1)
             zt=F.normalize(embed(mod.image, data[t].test.images, spec.input_size),dim=-1)
             zs[t]=round(100*float(((zt@G.T).argmax(1)==data[t].test.labels).float().mean()),1)
+        czs={}
+        for c in D.CONTROL_NAMES:
+            G=F.normalize(mod.text(emb[[idx[p] for p in data[c].task.prompts]]),dim=-1)
+            zt=F.normalize(embed(mod.image, data[c].test.images, spec.input_size),dim=-1)
+            czs[c]=round(100*float(((zt@G.T).argmax(1)==data[c].test.labels).float().mean()),1)
     Ms=[p.double().T@p.double()/len(p) for p in P]; Ms=[M/M.norm() for M in Ms]
     ov=sum(float((Ms[i]*Ms[j]).sum()) for i in range(8) for j in range(i+1,8))/28
     with torch.no_grad(): pov = float(prompt_orth_penalty(True))
-    res=dict(tag=tag, model=name, overlap=round(ov,3), prompt_overlap=round(pov,3), pr=round(pr(torch.cat(P)),2), pr_within=round(sum(within)/8,2), zs_mean=round(sum(zs.values())/8,1), zs=zs,
+    res=dict(tag=tag, model=name, overlap=round(ov,3), prompt_overlap=round(pov,3), pr=round(pr(torch.cat(P)),2), pr_within=round(sum(within)/8,2), zs_mean=round(sum(zs.values())/8,1), zs=zs, controls=czs,
              loss=round(st['final_loss'],3), scale=round(st['logit_scale'],1), secs=round(time.time()-t0))
     print(json.dumps(res), flush=True)
     return mod, res
