@@ -86,17 +86,15 @@ def run(name, spec_over={}, cfg_over={}, tag='', orth=0.0, porth=0.0, **kw):
     mod, st = TR.pretrain(spec, data, vocab, emb, cfg, B._model_seed(spec,0))
     idx={c:i for i,c in enumerate(vocab)}
     P=[];zs={};within=[]
+    def zero_shot(name):  # test top-1 (%) of a task or control against its prompts
+        G=F.normalize(mod.text(emb[[idx[p] for p in data[name].task.prompts]]),dim=-1)
+        zt=F.normalize(embed(mod.image, data[name].test.images, spec.input_size),dim=-1)
+        return round(100*float(((zt@G.T).argmax(1)==data[name].test.labels).float().mean()),1)
     with torch.no_grad():
         for t in D.TASK_NAMES:
             z=F.normalize(embed(mod.image, data[t].probes, spec.input_size),dim=-1); P.append(z); within.append(pr(z))
-            G=F.normalize(mod.text(emb[[idx[p] for p in data[t].task.prompts]]),dim=-1)
-            zt=F.normalize(embed(mod.image, data[t].test.images, spec.input_size),dim=-1)
-            zs[t]=round(100*float(((zt@G.T).argmax(1)==data[t].test.labels).float().mean()),1)
-        czs={}
-        for c in D.CONTROL_NAMES:
-            G=F.normalize(mod.text(emb[[idx[p] for p in data[c].task.prompts]]),dim=-1)
-            zt=F.normalize(embed(mod.image, data[c].test.images, spec.input_size),dim=-1)
-            czs[c]=round(100*float(((zt@G.T).argmax(1)==data[c].test.labels).float().mean()),1)
+            zs[t]=zero_shot(t)
+        czs={c: zero_shot(c) for c in D.CONTROL_NAMES}
     Ms=[p.double().T@p.double()/len(p) for p in P]; Ms=[M/M.norm() for M in Ms]
     ov=sum(float((Ms[i]*Ms[j]).sum()) for i in range(8) for j in range(i+1,8))/28
     with torch.no_grad(): pov = float(prompt_orth_penalty(True))
