@@ -79,8 +79,8 @@ _GLYPH_HEAVY = {"digits": 2.0, "upper": 2.0, "lower": 2.0, "symbols": 1.5}
 _PROC_HEAVY = {"shapes": 2.0, "colours": 2.0, "counting": 2.0, "textures": 2.0}
 _VIT = {"img": 32, "patch": 4, "width": 64, "depth": 4, "heads": 4}
 
-# Every model is pre-trained with both orthogonality terms (train.py) and embeds in 112-144 dimensions,
-# more than the world's 104 prompts, so that each task's prompts can span their own subspace: at d = 64
+# Every model is pre-trained with both orthogonality terms (train.py) and embeds in 96-144 dimensions, about
+# the world's 104 task prompts or more, so that each task's prompts can span their own subspace: at d = 64
 # a task's prompt span held 43-83 % of the other tasks' class directions, and every operator moved the
 # other tasks as much as its own (docs/world.md, "Putting the tasks in different directions").
 _ORTH = {"image_orthogonality": 10.0, "prompt_orthogonality": 3.0}
