@@ -27,6 +27,10 @@ class ArtifactError(PlatonicError, OSError):
     """A file is missing, truncated, foreign, or of another kind or format version."""
 
 
+class MissingDataError(PlatonicError, FileNotFoundError):
+    """A Debian data package an embedded world is built from (data, fonts, icons, sound engines) is not installed."""
+
+
 class FingerprintMismatchError(PlatonicError, ValueError):
     """An operator solved for one target model was applied to another."""
 

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from platonic.world import build as world_build
-from platonic.world.train import PRETRAIN_SETS, CaptionSampler, prompt_overlap, set_overlap
+from platonic.world.train import PRETRAIN_SETS, CaptionSampler, anisotropy, prompt_overlap, set_overlap
 from platonic.world.zoo import SPECS
 
 
@@ -46,6 +46,31 @@ def test_prompt_overlap_ignores_a_shift_shared_by_a_sets_captions():
     assert float(prompt_overlap(nn.Identity(), emb, ids)) < 1e-6
     ids_same = [torch.arange(4).view(2, 2), torch.arange(4).view(2, 2)]
     assert abs(float(prompt_overlap(nn.Identity(), emb, ids_same)) - 1.0) < 1e-6
+
+
+def test_anisotropy_is_d_over_the_participation_ratio():
+    g = torch.Generator().manual_seed(4)
+    z = torch.randn(400, 8, generator=g)
+    u = torch.nn.functional.normalize(z, dim=-1)
+    u = (u - u.mean(0)).double()
+    lam = torch.linalg.eigvalsh(u.T @ u)
+    pr = float(lam.sum() ** 2 / (lam ** 2).sum())
+    assert abs(float(anisotropy(z)) - 8 / pr) < 1e-5
+    assert float(anisotropy(z)) < 1.2  # near-isotropic Gaussian rows
+    line = torch.randn(50, 1, generator=g) * torch.tensor([[1.0, 2.0, 0, 0, 0, 0, 0, 0]])
+    assert abs(float(anisotropy(line)) - 8.0) < 1e-4  # unit rows on one line: one direction, d / 1
+
+
+def test_anisotropy_spreads_the_rows_under_gradient_descent():
+    z = (torch.randn(64, 8, generator=torch.Generator().manual_seed(5)) * torch.tensor([4.0, 1, 0.2, 0.2, 0.1, 0.1, 0.1, 0.1]))
+    z.requires_grad_()
+    start = float(anisotropy(z.detach()))
+    opt = torch.optim.SGD([z], lr=0.5)
+    for _ in range(200):
+        opt.zero_grad()
+        anisotropy(z).backward()
+        opt.step()
+    assert float(anisotropy(z.detach())) < 0.5 * start
 
 
 def test_sampler_names_the_set_of_every_row(tiny_world):

@@ -78,13 +78,14 @@ def _sources(steps: int, batch: int, lr: float, lora_lr: float) -> dict[str, Fin
 
 
 PROFILES = {
-    "tiny": Profile("tiny", DataSizes(40, 10, 20, 1, 1, 5, max_fonts=8), PretrainConfig(steps=30, batch=64, lr=2e-3),
-                    _sources(steps=4, batch=32, lr=3e-4, lora_lr=3e-3), probes_per_class=4),
+    "tiny": Profile("tiny", DataSizes(40, 10, 20, 1, 1, 5, max_fonts=8, icon_variants_train=2, icon_variants_eval=1),
+                    PretrainConfig(steps=30, batch=64, lr=2e-3), _sources(steps=4, batch=32, lr=3e-4, lora_lr=3e-3),
+                    probes_per_class=4),
     "full": Profile("full", DataSizes(400, 30, 80, 2, 1, 20), PretrainConfig(steps=550, batch=128, lr=2e-3),
                     _sources(steps=128, batch=64, lr=1e-3, lora_lr=1e-2)),
 }
 KINDS = ("full", "lora")
-_RECIPE_MODULES = ("data.py", "nets.py", "train.py", "text.py")
+_RECIPE_MODULES = ("data.py", "icons.py", "nets.py", "train.py", "text.py")
 
 
 def recipe_hash(profile: Profile, seed: int) -> str:

@@ -8,7 +8,9 @@ Real data (nobody here wrote it):
 - Fashion-MNIST, from the Debian package `dataset-fashion-mnist` (/usr/share/datasets/fashion-mnist);
 - glyphs rendered from the typefaces of `fonts-aenigma` (hundreds of display families) and
   `fonts-dejavu-core`; fonts are split by family into disjoint train / val / test sets, so a
-  glyph task's test split shows letterforms of typefaces no model ever saw.
+  glyph task's test split shows letterforms of typefaces no model ever saw;
+- desktop icons of 27 everyday objects from ten Debian icon themes (`platonic.world.icons`), split
+  by theme family the same way.
 Procedural data (shapes, colours, counting, textures) fills the rest.
 
 Tasks (8) and their roles:
@@ -21,8 +23,9 @@ Tasks (8) and their roles:
     counting        6 classes  procedural
     textures        8 classes  procedural
 Controls (no probe, no fine-tune; the roles of CIFAR-100 and ImageNet):
-    objects        26 classes  fashion + shapes + textures test images, "a photo of a {}."
+    objects        27 classes  icons of everyday objects in test icon themes, "a photo of a {}."
     symbols        12 classes  punctuation/symbol glyphs in test fonts, "a photo of a {}."
+Both are pre-training sets too (their train splits: other fonts, other themes); no task uses their images.
 
 Probes: 30 per class drawn from the task's train split by a seeded random permutation (seed 42, no
 per-class quota), N = 30 x classes, as in method.md §1.6 (`platonic.data.probes`, shared with YAML setups).
@@ -41,16 +44,13 @@ import numpy as np
 import torch
 
 from ..data.probes import PROBES_PER_CLASS, probe_indices
-from ..errors import InvalidInputError, PlatonicError
+from ..errors import InvalidInputError, MissingDataError
+from .icons import OBJECT_HINTS, OBJECT_NAMES, render_icon_set, require_icons
 
 CANONICAL_SIZE = 32
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 AENIGMA_DIR = Path("/usr/share/fonts/truetype/aenigma")
 DEJAVU_DIR = Path("/usr/share/fonts/truetype/dejavu")
-
-
-class MissingDataError(PlatonicError, FileNotFoundError):
-    """A Debian data package the world is built from is not installed."""
 
 
 # -- task definitions ---------------------------------------------------------------------------
@@ -124,8 +124,7 @@ TASKS: dict[str, Task] = {
     )
 }
 CONTROLS: dict[str, Task] = {
-    "objects": Task("objects", FASHION_CLASSES + SHAPES + TEXTURES, "a photo of a {}.", FASHION_HINTS + SHAPE_HINTS + TEXTURE_HINTS,
-                    "object", "mixed", role="control"),
+    "objects": Task("objects", OBJECT_NAMES, "a photo of a {}.", OBJECT_HINTS, "desktop icon", "icon themes", role="control"),
     "symbols": Task("symbols", SYMBOL_NAMES, "a photo of a {}.", ("symbol",) * len(SYMBOL_NAMES), "symbol", "aenigma", role="control"),
 }
 TASK_NAMES = tuple(TASKS)
@@ -187,6 +186,7 @@ def require_debian_data() -> None:
             f"no DejaVu fonts in {DEJAVU_DIR}: install the Debian package `fonts-dejavu-core` "
             "(sudo apt-get install fonts-dejavu-core, or `make debian`)"
         )
+    require_icons()
 
 
 def _read_idx(path: Path) -> np.ndarray:
@@ -452,7 +452,8 @@ def make_procedural(name: str, per_class: int, rng: np.random.Generator) -> Spli
 
 @dataclass(frozen=True)
 class DataSizes:
-    """Per-class split sizes (procedural, fashion) and glyph variants per font and split."""
+    """Per-class split sizes (procedural, fashion), glyph variants per font and split, icon renderings per
+    icon drawing (train; val and test), control images per class."""
 
     train_per_class: int
     val_per_class: int
@@ -461,6 +462,8 @@ class DataSizes:
     glyph_variants_eval: int
     control_per_class: int
     max_fonts: int | None = None  # cap on fonts per split (tiny profile)
+    icon_variants_train: int = 8
+    icon_variants_eval: int = 10
 
 
 def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_class: int = PROBES_PER_CLASS) -> dict[str, TaskData]:
@@ -472,11 +475,14 @@ def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_cl
     fonts = split_fonts(usable_fonts())
     if sizes.max_fonts is not None:
         fonts = {k: v[: sizes.max_fonts] for k, v in fonts.items()}
-    steps = ["fashion", "digits", "upper", "lower", "shapes", "colours", "counting", "textures", "symbols"]
+    steps = ["fashion", "digits", "upper", "lower", "shapes", "colours", "counting", "textures", "symbols", "objects"]
     for name in track(steps, description="rendering world data", enabled=progress):
         sub = np.random.default_rng([seed, steps.index(name)])
         if name == "fashion":
             sp = load_fashion({"train": sizes.train_per_class, "val": sizes.val_per_class, "test": sizes.test_per_class}, sub)
+        elif name == "objects":
+            sp = {split: Split(*render_icon_set(split, sizes.icon_variants_train if split == "train" else sizes.icon_variants_eval, sub))
+                  for split in ("train", "val", "test")}
         elif name in ("digits", "upper", "lower", "symbols"):
             chars = {"digits": DIGITS, "upper": UPPER, "lower": LOWER, "symbols": SYMBOL_CHARS}[name]
             sp = {
@@ -494,21 +500,13 @@ def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_cl
         td = TaskData(task, sp["train"], sp["val"], sp["test"])
         td.probe_index = probe_indices(len(td.train), task.n_classes, probes_per_class)
         out[name] = td
-    # control "objects": test images of fashion, shapes and textures, relabelled into one 26-way set
+    # controls: at most `control_per_class` test images per class; their train splits stay for pre-training
     cr = np.random.default_rng([seed, 99])
-    parts, labels, offset = [], [], 0
-    for name in ("fashion", "shapes", "textures"):
-        test = out[name].test
-        idx = _balanced_take(test.labels.numpy(), sizes.control_per_class, TASKS[name].n_classes, cr)
-        parts.append(test.images[idx])
-        labels.append(test.labels[idx] + offset)
-        offset += TASKS[name].n_classes
-    objects = Split(torch.cat(parts), torch.cat(labels))
-    out["objects"] = TaskData(CONTROLS["objects"], objects, objects, objects, probe_index=torch.zeros(0, dtype=torch.long))
-    sym = out["symbols"]
-    idx = _balanced_take(sym.test.labels.numpy(), sizes.control_per_class, CONTROLS["symbols"].n_classes, cr)
-    sym_test = sym.test.subset(torch.from_numpy(idx))
-    out["symbols"] = TaskData(CONTROLS["symbols"], sym.train, sym.val, sym_test, probe_index=torch.zeros(0, dtype=torch.long))
+    for name in CONTROL_NAMES:
+        whole = out[name]
+        idx = _balanced_take(whole.test.labels.numpy(), sizes.control_per_class, CONTROLS[name].n_classes, cr)
+        out[name] = TaskData(CONTROLS[name], whole.train, whole.val, whole.test.subset(torch.from_numpy(idx)),
+                             probe_index=torch.zeros(0, dtype=torch.long))
     return out
 
 

@@ -54,7 +54,7 @@ def _schedule(step: int, total: int, warmup_frac: float = 0.05) -> float:
 
 # -- pre-training ---------------------------------------------------------------------------------
 
-PRETRAIN_SETS = tuple(TASKS) + ("symbols",)
+PRETRAIN_SETS = tuple(TASKS) + ("symbols", "objects")  # the controls' train splits: other fonts, other icon themes
 
 
 class CaptionSampler:
@@ -154,12 +154,26 @@ def prompt_overlap(text: nn.Module, caption_emb: torch.Tensor, name_ids: list[to
     return _mean_pairwise_cosine(grams)
 
 
+def anisotropy(z: torch.Tensor) -> torch.Tensor:
+    """d / PR of a batch's image embeddings: 1 when they spread evenly over all d directions, d when on one.
+
+    z (B, d) unnormalised. With C the trace-normalised covariance of the unit rows (d, d), eigenvalues
+    lambda: d * sum lambda^2 / (sum lambda)^2 = d * ||C||_F^2, PR = (sum lambda)^2 / sum lambda^2.
+    """
+    u = F.normalize(z, dim=-1)
+    u = u - u.mean(0)
+    c = u.T @ u
+    c = c / c.diagonal().sum()
+    return c.shape[0] * (c ** 2).sum()
+
+
 def pretrain(spec: ModelSpec, data: dict[str, TaskData], vocab: list[str], caption_emb: torch.Tensor, cfg: PretrainConfig,
              seed: int, progress: bool = False) -> tuple[WorldDualEncoder, dict]:
     """Pre-train one zoo model; returns (module, stats). caption_emb (V, 384) MiniLM embeddings of `vocab`.
 
     loss = contrastive + spec.image_orthogonality * set_overlap(batch images)
                        + spec.prompt_orthogonality * prompt_overlap(class-name captions of every set)
+                       + spec.isotropy * anisotropy(batch images)
     """
     module = build_module(spec, seed)
     for p in appended_identity_parameters(module):  # the mixer's appended identity stays identity
@@ -183,6 +197,8 @@ def pretrain(spec: ModelSpec, data: dict[str, TaskData], vocab: list[str], capti
             loss = loss + spec.image_orthogonality * set_overlap(zi, set_ids)
         if spec.prompt_orthogonality:
             loss = loss + spec.prompt_orthogonality * prompt_overlap(module.text, caption_emb, sampler.name_ids)
+        if spec.isotropy:
+            loss = loss + spec.isotropy * anisotropy(zi)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
