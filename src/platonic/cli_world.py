@@ -54,12 +54,12 @@ def diagnose(profile: str = typer.Option("full", "--profile", help="tiny or full
     from .experiments.world_checks import world_report
     from .experiments.world_report import diagnostics_table
     from .preflight import check_cache_writable
-    from .world.build import check_profile, ensure_world
+    from .world.build import KINDS, check_profile, ensure_world
 
     try:
         check_profile(profile)
         check_cache_writable()
-        report = world_report(ensure_world(profile, seed, progress=not quiet), progress=not quiet)
+        report = world_report(ensure_world(profile, seed, progress=not quiet, kinds=KINDS), progress=not quiet)
     except PlatonicError as exc:
         fail(exc)
     typer.echo("\n".join(diagnostics_table(report)))

@@ -21,12 +21,12 @@ def tiny_world(tmp_path_factory):
     os.environ.update(PLATONIC_CACHE=str(root), PLATONIC_WORLD_PROFILE="tiny")
     os.environ.pop("PLATONIC_QUIET", None)  # the build reports progress, into a log (not a terminal) kept here
     from platonic.experiments.world_checks import world_report
-    from platonic.world.build import ensure_world
+    from platonic.world.build import KINDS, ensure_world
 
     log = io.StringIO()
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(log):
-        path = ensure_world("tiny", seed=0, progress=True)
+        path = ensure_world("tiny", seed=0, progress=True, kinds=KINDS)  # both kinds in one build, as `platonic world build`
         world_report(path)
     seconds = time.perf_counter() - t0
     os.environ["PLATONIC_QUIET"] = "1"

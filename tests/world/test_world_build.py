@@ -7,6 +7,7 @@ import shutil
 import pytest
 import torch
 
+from platonic.errors import PlatonicError
 from platonic.world import build as wb
 from platonic.world.data import CONTROL_NAMES, TASK_NAMES
 from platonic.world.zoo import MODEL_NAMES, load_weights
@@ -132,3 +133,47 @@ def test_world_profile_errors_derive_from_platonic_error(monkeypatch):
     monkeypatch.setenv("PLATONIC_WORLD_PROFILE", "nosuch")
     with pytest.raises(PlatonicError, match="PLATONIC_WORLD_PROFILE"):
         default_profile()
+
+
+def test_lora_sources_built_later_are_the_ones_built_at_once(tiny_world, tmp_path):
+    """The demo's world has full sources only; the report (or a world:NAME/TASK/lora load) adds the
+    LoRA sources with the same seeds, so a world built in two steps holds the same weights."""
+    from platonic.world.backend import load_world_model
+
+    src = tiny_world["path"]
+    dst = tmp_path / src.name
+    for rel in ("data.safetensors", "captions.safetensors",
+                *(f"models/{m}/base.safetensors" for m in MODEL_NAMES),
+                *(f"models/{m}/ft/{t}.full.safetensors" for m in MODEL_NAMES for t in TASK_NAMES)):
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src / rel, dst / rel)
+    build = json.loads((src / "build.json").read_text())
+    build["finetune_seconds"] = {k: {"full": v["full"]} for k, v in build["finetune_seconds"].items()}
+    build["kinds"] = ["full"]
+    (dst / "build.json").write_text(json.dumps(build))
+    (dst / "COMPLETE").write_text(json.dumps({"built": 0, "kinds": ["full"]}))
+    assert wb.built_kinds(dst) == ("full",) and wb.built_kinds(src) == wb.KINDS
+
+    load_world_model("vit-a/colours/lora", root=dst)  # first use of a LoRA source builds them all
+    assert wb.built_kinds(dst) == wb.KINDS
+    for m in MODEL_NAMES:
+        for t in TASK_NAMES:
+            rel = f"models/{m}/ft/{t}.lora.safetensors"
+            a, prov_a = load_weights(src / rel)
+            b, prov_b = load_weights(dst / rel)
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), rel
+            assert prov_a["finetune"] == prov_b["finetune"]
+    after = json.loads((dst / "build.json").read_text())
+    assert after["kinds"] == list(wb.KINDS) and all(set(v) == set(wb.KINDS) for v in after["finetune_seconds"].values())
+    assert after["timings_s"]["train_lora_sources_later"] > 0
+    before = (dst / "COMPLETE").stat().st_mtime_ns
+    assert wb.ensure_sources(dst) == dst and (dst / "COMPLETE").stat().st_mtime_ns == before  # nothing left to build
+
+
+def test_source_kinds_and_unbuilt_worlds_are_refused_by_name(tmp_path):
+    with pytest.raises(PlatonicError, match="'qlora'"):
+        wb.check_kinds(("full", "qlora"))
+    assert wb.check_kinds(("lora", "full")) == wb.KINDS and wb.built_kinds(tmp_path) == ()
+    with pytest.raises(PlatonicError, match="platonic world build"):
+        wb.ensure_sources(tmp_path)
+

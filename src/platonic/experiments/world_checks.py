@@ -178,9 +178,15 @@ def checks(s: dict) -> dict:
 
 def world_report(path, progress: bool = False, force: bool = False) -> dict:
     """The world's report (measured once, then read from report.json); writes report.json and report.md."""
+    from ..world.build import built_kinds, ensure_sources
     from .world_report import markdown_report
 
-    return write_report(path, lambda: measure_world(Path(path), progress=progress), markdown_report, force=force)
+    def measure() -> dict:
+        if built_kinds(path):
+            ensure_sources(path, progress=progress)  # the report reads both source kinds
+        return measure_world(Path(path), progress=progress)
+
+    return write_report(path, measure, markdown_report, force=force)
 
 
 def write_report(path, measure, markdown, force: bool = False) -> dict:

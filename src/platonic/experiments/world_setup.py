@@ -161,11 +161,14 @@ def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DE
     protocol); path: a built world directory (default: the cached world of `profile`).
     """
     from ..world import data as wd
-    from ..world.build import ensure_world
+    from ..world.build import built_kinds, ensure_sources, ensure_world
     from ..world.zoo import MODEL_NAMES
 
     check_names("world", models, tasks, MODEL_NAMES, wd.TASK_NAMES)
-    path = Path(path) if path is not None else ensure_world(profile, seed, progress=progress)
+    if path is None:
+        path = ensure_world(profile, seed, progress=progress, kinds=(source_kind,))
+    elif built_kinds(path):
+        path = ensure_sources(path, (source_kind,), progress=progress)
     world = world_parts(path, models=list(models) if models else None)
     return parts_setup(world, "world", wd.TASK_NAMES, wd.RELATED_GROUP, wd.HELD_OUT_RELATED, tasks, source_kind, recipe,
                        progress)

@@ -12,13 +12,18 @@ Layout of a built world (one directory per version x profile x seed x recipe has
         models/NAME/base.safetensors            pre-trained model (image tower, text head, logit head)
         models/NAME/ft/TASK.{full,lora}.safetensors   fine-tuned image towers (base parameter names)
         build.json                timings, pre-training statistics, fine-tune settings, library versions and CPU
-        COMPLETE                  written last; a directory without it is rebuilt
+        COMPLETE                  written last, naming the source kinds built; a directory without it is rebuilt
         report.json, report.md    written by platonic.experiments.world_checks (not part of the build)
 
 $CACHE is $PLATONIC_CACHE, else $XDG_CACHE_HOME/platonic, else ~/.cache/platonic. The recipe hash
 covers the profile's settings and the source of the modules that define the world (data, nets,
 zoo, train, text) and the fine-tuning module `platonic.finetune`, so a change of recipe rebuilds. Work runs in a pool of forked single-threaded worker
 processes (each job seeded on its own, so results do not depend on the number of workers).
+
+Source kinds are built on demand: `ensure_world()` (the demo, the experiments, `world:NAME/TASK`) builds
+the full sources only; the LoRA sources follow the first time something asks for them (the report,
+`world:NAME/TASK/lora`, `source_kind="lora"`), with the same seeds, so a world built in two steps holds
+the same weights as one built at once (`platonic world build` builds both).
 """
 
 from __future__ import annotations
@@ -132,13 +137,79 @@ def default_profile() -> str:
     return p
 
 
-def ensure_world(profile: str | None = None, seed: int = 0, root: Path | None = None, progress: bool = True) -> Path:
-    """The built world's directory, building it first if it is missing or incomplete."""
+def check_kinds(kinds) -> tuple[str, ...]:
+    """`kinds` as a tuple in KINDS order if every one is a source kind; else raise naming the kinds."""
+    kinds = tuple(kinds)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise InvalidInputError(f"source kinds {', '.join(map(repr, unknown)) or '(none)'}: use {' and/or '.join(KINDS)}")
+    return tuple(k for k in KINDS if k in kinds)
+
+
+def built_kinds(path: Path) -> tuple[str, ...]:
+    """The source kinds the world at `path` holds: () if it is not built; the kinds its COMPLETE marker
+    names (a marker naming none was written when every build made every kind)."""
+    marker = Path(path) / "COMPLETE"
+    if not marker.exists():
+        return ()
+    named = json.loads(marker.read_text()).get("kinds", list(KINDS))
+    return tuple(k for k in KINDS if k in named)
+
+
+def ensure_world(profile: str | None = None, seed: int = 0, root: Path | None = None, progress: bool = True,
+                 kinds=("full",)) -> Path:
+    """The built world's directory, building first what is missing of it: the data, the pre-trained
+    models and the sources of `kinds` ("full", the demo's and the experiments' default; "lora")."""
     profile = profile or default_profile()
+    kinds = check_kinds(kinds)
     path = world_dir(profile, seed, root)
-    if not (path / "COMPLETE").exists():
-        build_world(profile, seed=seed, root=root, progress=progress)
+    if not set(kinds) <= set(built_kinds(path)):
+        build_world(profile, seed=seed, root=root, progress=progress, kinds=kinds)
     return path
+
+
+def ensure_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int | None = None) -> Path:
+    """Build the sources of `kinds` that the built world at `path` lacks (its build.json names the
+    profile and seed); returns `path`. The other kinds and the pre-trained models are left as they are."""
+    path = Path(path)
+    kinds = check_kinds(kinds)
+    have = built_kinds(path)
+    if not have:
+        raise InvalidInputError(f"{path} is not a built world (no COMPLETE marker); build it with `platonic world build`")
+    missing = tuple(k for k in kinds if k not in have)
+    if not missing:
+        return path
+    build = json.loads((path / "build.json").read_text())
+    profile, seed = check_profile(build["profile"]), int(build["seed"])
+    workers = workers or int(os.environ.get("PLATONIC_WORLD_WORKERS", "2"))
+    jobs = [(m, t) for m in MODEL_NAMES for t in TASK_NAMES]
+    label = f"building world ({profile}): {' and '.join(missing)} sources"
+    lines = LineProgress(len(jobs), label, enabled=progress)
+    t0 = time.perf_counter()
+    results = []
+    with _pool(workers) as pool:
+        futures = [pool.submit(job_finetune, str(path), profile, seed, m, t, missing) for m, t in jobs]
+        for fut in track(as_completed(futures), total=len(futures), description=label, enabled=progress and not lines.active):
+            res = fut.result()
+            results.append(res)
+            lines.step(f"fine-tuning {res['model']}/{res['task']}")
+    seconds = time.perf_counter() - t0
+    for r in results:
+        build["finetune_seconds"].setdefault(f"{r['model']}/{r['task']}", {}).update({k: r[k] for k in missing})
+    for kind in missing:
+        build["timings_s"][f"train_{kind}_sources_later"] = seconds / len(missing)
+    build["timings_s"]["total"] += seconds
+    kinds_now = [k for k in KINDS if k in have or k in missing]
+    build["kinds"] = kinds_now
+    _write_build_record(path, build, kinds_now)
+    lines.note("complete")
+    return path
+
+
+def _write_build_record(path: Path, build: dict, kinds) -> None:
+    """build.json, then the COMPLETE marker naming the source kinds built (both atomic)."""
+    atomic_write(path / "build.json", lambda tmp: Path(tmp).write_text(json.dumps(build, indent=1, sort_keys=True)))
+    atomic_write(path / "COMPLETE", lambda tmp: Path(tmp).write_text(json.dumps({"built": time.time(), "kinds": list(kinds)})))
 
 
 # -- worker side ----------------------------------------------------------------------------------
@@ -185,8 +256,9 @@ def replay_pool(data, task: str, per_task: int, seed: int) -> torch.Tensor:
     return torch.cat(parts)
 
 
-def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> dict:
-    """Both source kinds of (model, task), each a `platonic.finetune` run; writes the towers' weights."""
+def job_finetune(path: str, profile: str, seed: int, name: str, task: str, kinds=KINDS) -> dict:
+    """The sources of `kinds` of (model, task), each a `platonic.finetune` run; writes the towers' weights.
+    A kind's seed depends on its place in KINDS, not in `kinds`: built apart or together, the same weights."""
     set_determinism(1)
     path = Path(path)
     data, _, _ = _load_world_inputs(path)
@@ -197,7 +269,8 @@ def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> di
     train = data[task].train
     replay = replay_pool(data, task, prof.replay_per_task, _model_seed(spec, seed))
     out = {}
-    for k, kind in enumerate(KINDS):
+    for kind in kinds:
+        k = KINDS.index(kind)
         t0 = time.perf_counter()
         config = prof.sources[kind].model_copy(update={"seed": _model_seed(spec, seed) * 100 + TASK_NAMES.index(task) * 2 + k})
         tuned, losses = finetune(model, train.images, train.labels, data[task].task.prompts, config, progress=False,
@@ -224,13 +297,16 @@ def _init_worker() -> None:
 
 
 def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, force: bool = False, progress: bool = True,
-                workers: int | None = None) -> Path:
-    """Build (or rebuild with `force`) the world; returns its directory. Writes report.json / report.md."""
+                workers: int | None = None, kinds=KINDS) -> Path:
+    """Build (or rebuild with `force`) the world with the sources of `kinds`; returns its directory.
+
+    A world already built with fewer kinds gets the missing ones added (`ensure_sources`)."""
     check_profile(profile)
+    kinds = check_kinds(kinds)
     world_data.require_debian_data()
     path = world_dir(profile, seed, root)
-    if (path / "COMPLETE").exists() and not force:
-        return path
+    if built_kinds(path) and not force:
+        return ensure_sources(path, kinds, progress=progress, workers=workers)
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
@@ -273,7 +349,7 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
                 if stage == "pre":
                     pre_stats[m] = res
                     for t in TASK_NAMES:
-                        pending[pool.submit(job_finetune, *args, m, t)] = ("ft", (m, t))
+                        pending[pool.submit(job_finetune, *args, m, t, kinds)] = ("ft", (m, t))
                 else:
                     ft_stats.append(res)
                 break
@@ -284,9 +360,8 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
     build = {"profile": profile, "seed": seed, "world_version": WORLD_VERSION, "recipe": path.name, "workers": workers,
              "threads_per_worker": 1, "timings_s": timings, "pretrain": pre_stats,
              "versions": library_versions(), "cpu": cpu_record(),
-             "sources": {kind: cfg.model_dump() for kind, cfg in prof.sources.items()},
-             "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in KINDS} for r in ft_stats}}
-    atomic_write(path / "build.json", lambda tmp: Path(tmp).write_text(json.dumps(build, indent=1, sort_keys=True)))
-    atomic_write(path / "COMPLETE", lambda tmp: Path(tmp).write_text(json.dumps({"built": time.time()})))
+             "sources": {kind: cfg.model_dump() for kind, cfg in prof.sources.items()}, "kinds": list(kinds),
+             "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in kinds} for r in ft_stats}}
+    _write_build_record(path, build, kinds)
     lines.note("complete")
     return path
