@@ -3,7 +3,7 @@
 Pre-trains a variant (pretrain_levers.run), fine-tunes its eight full sources with the world's exact
 source recipe, then runs the world diagnostics on it (recovery, locality, linear probe, PR).
 Usage: python scripts/research/one_model_world.py "mini('vit-a', 'd128', spec_over=dict(embed_dim=128), porth=3.0, orth=10.0)"
-About 7 min (mixer) to 12 min (vit-a at d = 128) on one core; writes /tmp/r11/w-TAG.
+About 7 min (mixer) to 12 min (vit-a at d = 128) on one core; writes /tmp/r12/w-TAG.
 """
 import sys, json, time, dataclasses, os, torch
 from pathlib import Path
@@ -19,13 +19,18 @@ from platonic.experiments.fastpath import FeatureStore
 from platonic.experiments.world_diagnostics import diagnose
 from platonic.world.backend import load_world_model
 SRC = scr.W
-def mini(name, tag, spec_over={}, cfg_over={}, ft_over={}, **kw):
-    W2 = Path(f'/tmp/r11/w-{tag}'); (W2/'models'/name/'ft').mkdir(parents=True, exist_ok=True)
+def mini(name, tag, spec_over={}, cfg_over={}, ft_over={}, task_over={}, kind='full', base_from=None, **kw):
+    """task_over: {task: FinetuneConfig updates} (a per-task source budget); kind: which source kind to
+    fine-tune (stored under the .full name so the loader reads it); base_from: a world directory whose
+    built base weights to copy in instead of pre-training."""
+    W2 = Path(os.environ.get('PLATONIC_RESEARCH_OUT', '/tmp/platonic-research')) / f'w-{tag}'; (W2/'models'/name/'ft').mkdir(parents=True, exist_ok=True)
     for f in ('data.safetensors','captions.safetensors'):
         if not (W2/f).exists(): os.symlink(SRC/f, W2/f)
     t0=time.time()
     spec=dataclasses.replace(Z.SPECS[name], **spec_over)
     Z.SPECS[name] = spec   # the loaders below read the patched spec (same dict object everywhere)
+    if base_from and not (W2/'models'/name/'base.safetensors').exists():
+        import shutil; shutil.copy(Path(base_from)/'models'/name/'base.safetensors', W2/'models'/name/'base.safetensors')
     if not (W2/'models'/name/'base.safetensors').exists():
         mod, res = scr.run(name, spec_over, cfg_over, tag=tag, **kw)
         save_weights(W2/'models'/name/'base.safetensors', mod.state_dict(), {"spec": spec_to_json(spec)})
@@ -34,12 +39,12 @@ def mini(name, tag, spec_over={}, cfg_over={}, ft_over={}, **kw):
     prof = B.PROFILES['full']
     state,_ = load_weights(W2/'models'/name/'base.safetensors')
     model = model_from_state(Z.SPECS[name], state, f"world:{name}")
-    cfg0 = prof.sources['full'].model_copy(update=ft_over)
+    cfg0 = prof.sources[kind].model_copy(update=ft_over)
     for i,t in enumerate(D.TASK_NAMES):
         out = W2/'models'/name/'ft'/f'{t}.full.safetensors'
         if out.exists(): continue
         replay = B.replay_pool(data, t, prof.replay_per_task, B._model_seed(spec,0))
-        cfg = cfg0.model_copy(update={"seed": B._model_seed(spec,0)*100 + i*2})
+        cfg = cfg0.model_copy(update={**task_over.get(t, {}), "seed": B._model_seed(spec,0)*100 + i*2 + (kind == 'lora')})
         tuned,_ = finetune(model, data[t].train.images, data[t].train.labels, data[t].task.prompts, cfg, progress=False, replay_inputs=replay)
         save_weights(out, tuned.tower.state_dict(), {"kind":"full"})
     t2=time.time()
@@ -74,9 +79,9 @@ def mini(name, tag, spec_over={}, cfg_over={}, ft_over={}, **kw):
                 oracle05=round(100*mean('oracle_alpha05'),1), oracle1=round(100*mean('oracle_alpha1'),1),
                 recovery=round(sum(rec)/8,3), own=round(100*mean('own_gain'),1), others=round(100*mean('others_change'),1),
                 ctrl_oracle=round(100*mean('controls_change'),1), motion=mean('motion_ratio'),
-                ft_minus_probe_min=round(100*min(ftacc[t]-r['linear_probe'] for t,r in rows.items()),1),
+                ft_minus_probe=[round(100*(ftacc[t]-r['linear_probe']),1) for t,r in rows.items()], ft_minus_probe_min=round(100*min(ftacc[t]-r['linear_probe'] for t,r in rows.items()),1),
                 ctrl_ft_change=round(100*sum(ctrl_after[t][c]-zc[c] for t in ctrl_after for c in zc)/(8*len(zc)),1),
-                per_task={t: dict(zs=round(100*r['zero_shot'],1), ft=round(100*ftacc[t],1), probe=round(100*r['linear_probe'],1), or1=round(100*r['oracle_alpha1'],1), others=round(100*r['others_change'],1)) for t,r in rows.items()},
+                per_task={t: dict(zs=round(100*r['zero_shot'],1), ft=round(100*ftacc[t],1), probe=round(100*r['linear_probe'],1), or1=round(100*r['oracle_alpha1'],1), others=round(100*r['others_change'],1), own=round(100*r['own_gain'],1), ctrl=round(100*r['controls_change'],1)) for t,r in rows.items()},
                 secs=dict(pre=round(t1-t0), ft=round(t2-t1), diag=round(time.time()-t2)))
     print(json.dumps(summ), flush=True)
 if __name__=='__main__':
