@@ -3,7 +3,8 @@
 Pre-trains a variant (pretrain_levers.run), fine-tunes its eight full sources with the world's exact
 source recipe, then runs the world diagnostics on it (recovery, locality, linear probe, PR).
 Usage: python scripts/research/one_model_world.py "mini('vit-a', 'd128', spec_over=dict(embed_dim=128), porth=3.0, orth=10.0)"
-About 7 min (mixer) to 12 min (vit-a at d = 128) on one core; writes /tmp/r12/w-TAG.
+About 7 min (mixer) to 12 min (vit-a at d = 128) on one core; writes $PLATONIC_RESEARCH_OUT/w-TAG (default /tmp/platonic-research); base_from= copies a built world's
+pre-trained weights instead of pre-training (5-8 min), task_over= sets a per-task FinetuneConfig update.
 """
 import sys, json, time, dataclasses, os, torch
 from pathlib import Path
