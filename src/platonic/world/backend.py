@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import InvalidInputError
 from ..models import register_backend
-from .build import built_kinds, ensure_sources, ensure_world
+from .build import KINDS, built_kinds, ensure_sources, ensure_world
 from .data import TASKS
 from .zoo import MODEL_NAMES, SPECS, WorldModel, load_weights, model_from_state
 
@@ -33,14 +33,14 @@ def load_world_model(name: str, device="cpu", dtype=None, root: Path | None = No
         )
     task = parts[1] if len(parts) >= 2 else None
     kind = parts[2] if len(parts) == 3 else "full"
-    if task is not None and (task not in TASKS or kind not in ("full", "lora")):
+    if task is not None and (task not in TASKS or kind not in KINDS):
         raise InvalidInputError(f"world model {name!r}: task must be one of {', '.join(TASKS)} and kind full or lora")
     if root is None:
         world = ensure_world(kinds=(kind,))
     else:
         world = Path(root)
-        if task is not None and built_kinds(world) and kind not in built_kinds(world):
-            ensure_sources(world, (kind,))  # a built world gets a kind's sources on first use
+        if task is not None and built_kinds(world):
+            ensure_sources(world, (kind,))  # a built world gets a kind's sources on first use (else a no-op)
     spec = SPECS[parts[0]]
     state, _ = load_weights(world / "models" / spec.name / "base.safetensors")
     if task is not None:
