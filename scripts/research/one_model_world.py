@@ -3,6 +3,7 @@
 Pre-trains a variant (pretrain_levers.run), fine-tunes its eight full sources with the world's exact
 source recipe, then runs the world diagnostics on it (recovery, locality, linear probe, PR).
 Usage: python scripts/research/one_model_world.py "mini('vit-a', 'd128', spec_over=dict(embed_dim=128), porth=3.0, orth=10.0)"
+ft_over= updates every source FinetuneConfig, e.g. ft_over=dict(logit_scale=100.0, steps=None, epochs=1.5).
 About 7 min (mixer) to 12 min (vit-a at d = 128) on one core; writes $PLATONIC_RESEARCH_OUT/w-TAG (default /tmp/platonic-research); base_from= copies a built world's
 pre-trained weights instead of pre-training (5-8 min), task_over= sets a per-task FinetuneConfig update.
 """
@@ -74,15 +75,20 @@ def mini(name, tag, spec_over={}, cfg_over={}, ft_over={}, task_over={}, kind='f
     mean = lambda k: round(sum(r[k] for r in rows.values())/8, 3)
     ft_mean = sum(ftacc.values())/8
     zs_mean = mean('zero_shot'); 
-    rec = [(r['oracle_alpha1']-r['zero_shot'])/max(1e-9, ftacc[t]-r['zero_shot']) for t, r in rows.items()]
+    # recovery as the report computes it: sum of the oracle's gains over sum of the fine-tunes' gains
+    rec = sum(r['oracle_alpha1']-r['zero_shot'] for r in rows.values()) / max(1e-9, sum(ftacc[t]-r['zero_shot'] for t, r in rows.items()))
+    # damage[t][s]: change of task s's accuracy (points) under task t's oracle operator at alpha 1
+    damage = {t: {s: round(100*(store.accuracy(name, tasks[s].test, [((name, t), 1.0)], alpha=1.0) - rows[s]['zero_shot']), 1)
+                  for s in D.TASK_NAMES} for t in D.TASK_NAMES}
     summ = dict(tag=tag, model=name, pr_pooled=round(dg['participation_ratio'],2), zs=round(100*zs_mean,1), ft=round(100*ft_mean,1),
                 probe=round(100*mean('linear_probe'),1), bestmap=round(100*mean('best_linear_map'),1),
                 oracle05=round(100*mean('oracle_alpha05'),1), oracle1=round(100*mean('oracle_alpha1'),1),
-                recovery=round(sum(rec)/8,3), own=round(100*mean('own_gain'),1), others=round(100*mean('others_change'),1),
+                recovery=round(rec,3), own=round(100*mean('own_gain'),1), others=round(100*mean('others_change'),1),
                 ctrl_oracle=round(100*mean('controls_change'),1), motion=mean('motion_ratio'),
                 ft_minus_probe=[round(100*(ftacc[t]-r['linear_probe']),1) for t,r in rows.items()], ft_minus_probe_min=round(100*min(ftacc[t]-r['linear_probe'] for t,r in rows.items()),1),
                 ctrl_ft_change=round(100*sum(ctrl_after[t][c]-zc[c] for t in ctrl_after for c in zc)/(8*len(zc)),1),
                 per_task={t: dict(zs=round(100*r['zero_shot'],1), ft=round(100*ftacc[t],1), probe=round(100*r['linear_probe'],1), or1=round(100*r['oracle_alpha1'],1), others=round(100*r['others_change'],1), own=round(100*r['own_gain'],1), ctrl=round(100*r['controls_change'],1)) for t,r in rows.items()},
+                damage=damage,
                 secs=dict(pre=round(t1-t0), ft=round(t2-t1), diag=round(time.time()-t2)))
     print(json.dumps(summ), flush=True)
 if __name__=='__main__':
