@@ -6,6 +6,8 @@ Usage: python scripts/research/one_model_world.py "mini('vit-a', 'd128', spec_ov
 ft_over= updates every source FinetuneConfig, e.g. ft_over=dict(logit_scale=100.0, steps=None, epochs=1.5).
 About 7 min (mixer) to 12 min (vit-a at d = 128) on one core; writes $PLATONIC_RESEARCH_OUT/w-TAG (default /tmp/platonic-research); base_from= copies a built world's
 pre-trained weights instead of pre-training (5-8 min), task_over= sets a per-task FinetuneConfig update.
+kind='tangent' fine-tunes the sources in the tangent space (FinetuneConfig mode "linear"), e.g.
+"mini('vit-a', 'tan', kind='tangent', base_from='<built world>', ft_over=dict(logit_scale=30.0, lr=3e-3))".
 """
 import sys, json, time, dataclasses, os, torch
 from pathlib import Path
@@ -23,8 +25,10 @@ from platonic.world.backend import load_world_model
 SRC = scr.W
 def mini(name, tag, spec_over={}, cfg_over={}, ft_over={}, task_over={}, kind='full', base_from=None, **kw):
     """task_over: {task: FinetuneConfig updates} (a per-task source budget); kind: which source kind to
-    fine-tune (stored under the .full name so the loader reads it); base_from: a world directory whose
-    built base weights to copy in instead of pre-training."""
+    fine-tune (stored under the .full name so the loader reads it), or "tangent": the full sources' recipe
+    in `platonic.finetune`'s mode "linear" (the tower's first-order Taylor expansion; its dtheta is stored
+    and read back as a LinearizedEncoder); base_from: a world directory whose built base weights to copy
+    in instead of pre-training."""
     W2 = Path(os.environ.get('PLATONIC_RESEARCH_OUT', '/tmp/platonic-research')) / f'w-{tag}'; (W2/'models'/name/'ft').mkdir(parents=True, exist_ok=True)
     for f in ('data.safetensors','captions.safetensors'):
         if not (W2/f).exists(): os.symlink(SRC/f, W2/f)
@@ -41,14 +45,15 @@ def mini(name, tag, spec_over={}, cfg_over={}, ft_over={}, task_over={}, kind='f
     prof = B.PROFILES['full']
     state,_ = load_weights(W2/'models'/name/'base.safetensors')
     model = model_from_state(Z.SPECS[name], state, f"world:{name}")
-    cfg0 = prof.sources[kind].model_copy(update=ft_over)
+    tangent = kind == 'tangent'
+    cfg0 = prof.sources['full' if tangent else kind].model_copy(update={**ft_over, **({'mode': 'linear'} if tangent else {})})
     for i,t in enumerate(D.TASK_NAMES):
         out = W2/'models'/name/'ft'/f'{t}.full.safetensors'
         if out.exists(): continue
         replay = B.replay_pool(data, t, prof.replay_per_task, B._model_seed(spec,0))
         cfg = cfg0.model_copy(update={**task_over.get(t, {}), "seed": B._model_seed(spec,0)*100 + i*2 + (kind == 'lora')})
         tuned,_ = finetune(model, data[t].train.images, data[t].train.labels, data[t].task.prompts, cfg, progress=False, replay_inputs=replay)
-        save_weights(out, tuned.tower.state_dict(), {"kind":"full"})
+        save_weights(out, tuned.delta if tangent else tuned.tower.state_dict(), {"kind": "tangent" if tangent else "full"})
     t2=time.time()
     wdata = _world_data(W2)
     models = {name: load_world_model(name, root=W2)}
@@ -60,7 +65,11 @@ def mini(name, tag, spec_over={}, cfg_over={}, ft_over={}, task_over={}, kind='f
     base = FeatureStore(ExperimentSetup("w", models, tasks, controls, {}))
     ftacc = {}; ctrl_after = {}
     def load(m, t):
-        ft = load_world_model(f"{m}/{t}", root=W2)
+        if tangent:
+            from platonic.linearize import LinearizedEncoder
+            ft = LinearizedEncoder(load_world_model(m, root=W2), load_weights(W2/'models'/m/'ft'/f'{t}.full.safetensors')[0])
+        else:
+            ft = load_world_model(f"{m}/{t}", root=W2)
         z = base.cache.probes(ft, tasks[t].test.inputs, progress=False).z.double()
         from platonic.metrics import top1
         ftacc[t] = top1(z, base.prompt_embeddings(m, tasks[t].test), tasks[t].test.labels)
