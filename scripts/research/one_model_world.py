@@ -52,8 +52,8 @@ def mini(name, tag, spec_over={}, cfg_over={}, ft_over={}, task_over={}, kind='f
         if out.exists(): continue
         replay = B.replay_pool(data, t, prof.replay_per_task, B._model_seed(spec,0))
         cfg = cfg0.model_copy(update={**task_over.get(t, {}), "seed": B._model_seed(spec,0)*100 + i*2 + (kind == 'lora')})
-        tuned,_ = finetune(model, data[t].train.images, data[t].train.labels, data[t].task.prompts, cfg, progress=False, replay_inputs=replay)
-        save_weights(out, tuned.delta if tangent else tuned.tower.state_dict(), {"kind": "tangent" if tangent else "full"})
+        tuned,_ = finetune(model, data[t].train.images, data[t].train.labels, data[t].task.prompts, cfg, progress=False, replay_inputs=replay if cfg.replay else None)
+        save_weights(out, tuned.delta if tangent else tuned.tower.state_dict(), {"kind": "tangent", "weights": B.TANGENT_WEIGHTS} if tangent else {"kind": "full"})
     t2=time.time()
     wdata = _world_data(W2)
     models = {name: load_world_model(name, root=W2)}

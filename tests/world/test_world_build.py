@@ -48,7 +48,9 @@ def test_build_writes_every_artifact_and_report(tiny_world):
         for t in TASK_NAMES:
             for kind in wb.KINDS:
                 _, prov = load_weights(path / "models" / m / "ft" / f"{t}.{kind}.safetensors")
-                assert prov["kind"] == kind and prov["task"] == t and prov["finetune"]["mode"] == kind
+                mode = wb.PROFILES["tiny"].sources[kind].mode  # full: "linear" (tangent), lora: "lora"
+                assert prov["kind"] == kind and prov["task"] == t and prov["finetune"]["mode"] == mode
+                assert prov["weights"] == (wb.TANGENT_WEIGHTS if mode == "linear" else "tower")
     report = json.loads((path / "report.json").read_text())
     for m in MODEL_NAMES:
         r = report["models"][m]
@@ -87,6 +89,39 @@ def test_rebuild_with_same_seed_gives_identical_weights(tiny_world, tmp_path):
         a, _ = load_weights(src / rel)
         b, _ = load_weights(dst / rel)
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), rel
+
+
+def test_a_tangent_profile_stores_dtheta_and_loads_the_expansion(tiny_world, tmp_path, monkeypatch):
+    """A profile whose full sources fine-tune in the tangent space (mode "linear") stores dtheta, not the
+    (unchanged) tower, and world:NAME/TASK is then f(x; theta_0) + J f(x; theta_0) dtheta."""
+    import dataclasses
+
+    from platonic.experiments.world_setup import world_data
+    from platonic.linearize import LinearizedEncoder, tangent_forward
+    from platonic.world.backend import load_world_model
+
+    src, dst = tiny_world["path"], tmp_path / "tangent-world"
+    (dst / "models" / "vit-a").mkdir(parents=True)
+    for rel in ("data.safetensors", "captions.safetensors", "models/vit-a/base.safetensors"):
+        shutil.copy(src / rel, dst / rel)
+    tiny = wb.PROFILES["tiny"]
+    tangent = tiny.sources["full"].model_copy(update={"mode": "linear", "lr": 3e-3})
+    monkeypatch.setitem(wb.PROFILES, "tiny", dataclasses.replace(tiny, sources={**tiny.sources, "full": tangent}))
+    wb.job_finetune(str(dst), "tiny", 0, "vit-a", "fashion", ("full",))
+    delta, meta = load_weights(dst / "models" / "vit-a" / "ft" / "fashion.full.safetensors")
+    assert meta["weights"] == wb.TANGENT_WEIGHTS and meta["finetune"]["mode"] == "linear"
+    assert any(v.abs().max() > 0 for v in delta.values())
+    base, full = load_world_model("vit-a", root=dst), load_world_model("vit-a/fashion", root=dst)
+    assert isinstance(full, LinearizedEncoder) and full.spec == "world:vit-a/fashion"
+    b, f = base.module.state_dict(), full.base.module.state_dict()
+    assert all(torch.equal(b[k], f[k]) for k in b)  # theta_0 itself is unchanged
+    x = world_data(dst)["fashion"].test.images[:8]
+    names = sorted(delta)
+    base.tower.eval()
+    with torch.no_grad():
+        expected = tangent_forward(base, names, [delta[n] for n in names], base.prepare_probes(x))
+    assert torch.allclose(full.encode_probes(x).z, expected.float(), atol=1e-6)
+    assert not torch.allclose(full.encode_probes(x).z, base.encode_probes(x).z, atol=1e-4)
 
 
 def test_cli_build_uses_cache(tiny_world):

@@ -9,14 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InvalidInputError
+from ..linearize import LinearizedEncoder
 from ..models import register_backend
-from .build import KINDS, built_kinds, ensure_sources, ensure_world
+from .build import KINDS, TANGENT_WEIGHTS, built_kinds, ensure_sources, ensure_world
 from .data import TASKS
 from .zoo import MODEL_NAMES, SPECS, WorldModel, load_weights, model_from_state
 
 
-def load_world_model(name: str, device="cpu", dtype=None, root: Path | None = None) -> WorldModel:
+def load_world_model(name: str, device="cpu", dtype=None, root: Path | None = None) -> WorldModel | LinearizedEncoder:
     """Load `NAME`, `NAME/TASK` (full fine-tune) or `NAME/TASK/lora` from the built world (built if needed).
+
+    A source fine-tuned in the tangent space (a profile with mode "linear" sources; its file holds dtheta)
+    loads as a `LinearizedEncoder` around the pre-trained `NAME`; every other source as a `WorldModel`.
 
     `audio/NAME[/TASK[/lora]]` is a model of the audio world (`platonic.world.audio.backend`; `root`
     then names the audio world's directory).
@@ -43,9 +47,15 @@ def load_world_model(name: str, device="cpu", dtype=None, root: Path | None = No
             ensure_sources(world, (kind,))  # a built world gets a kind's sources on first use (else a no-op)
     spec = SPECS[parts[0]]
     state, _ = load_weights(world / "models" / spec.name / "base.safetensors")
-    if task is not None:
-        ft, _ = load_weights(world / "models" / spec.name / "ft" / f"{task}.{kind}.safetensors")
-        state = {**state, **{f"image.{k}": v for k, v in ft.items()}}
+    if task is None:
+        return model_from_state(spec, state, f"world:{name}", device=device, dtype=dtype)
+    ft, meta = load_weights(world / "models" / spec.name / "ft" / f"{task}.{kind}.safetensors")
+    if meta.get("weights") == TANGENT_WEIGHTS:  # a tangent source: the pre-trained model's expansion at dtheta
+        base = model_from_state(spec, state, f"world:{spec.name}", device=device, dtype=dtype)
+        source = LinearizedEncoder(base, {k: v.to(device) for k, v in ft.items()})
+        source.spec = f"world:{name}"  # the string that loads it again
+        return source
+    state = {**state, **{f"image.{k}": v for k, v in ft.items()}}
     return model_from_state(spec, state, f"world:{name}", device=device, dtype=dtype)
 
 

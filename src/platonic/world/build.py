@@ -10,7 +10,8 @@ Layout of a built world (one directory per version x profile x seed x recipe has
         data.safetensors          every split of every task and control (uint8) + probe indices
         captions.safetensors      MiniLM embeddings (V, 384) of the caption vocabulary (JSON list in metadata)
         models/NAME/base.safetensors            pre-trained model (image tower, text head, logit head)
-        models/NAME/ft/TASK.{full,lora}.safetensors   fine-tuned image towers (base parameter names)
+        models/NAME/ft/TASK.{full,lora}.safetensors   fine-tuned image towers (base parameter names), or dtheta
+                                  for a profile whose sources fine-tune in the tangent space (mode "linear")
         build.json                timings, pre-training statistics, fine-tune settings, library versions and CPU
         COMPLETE                  written last, naming the source kinds built; a directory without it is rebuilt
         report.json, report.md    written by platonic.experiments.world_checks (not part of the build)
@@ -80,7 +81,11 @@ def _sources(steps: int, batch: int, lr: float, lora_lr: float) -> dict[str, Fin
 
     Not CLIP's 100 (`FinetuneConfig`'s default): at 100 the fine-tunes learn more and their oracle operators
     are more local, but what they change stops agreeing across models (same-task descriptor cosine 0.60 ->
-    0.39, fashion 0.88 -> 0.08) and cross-model transfer falls (docs/world.md, "Sources at logit scale 100")."""
+    0.39, fashion 0.88 -> 0.08) and cross-model transfer falls (docs/world.md, "Sources at logit scale 100").
+    Not tangent-space full sources (mode "linear", which `job_finetune` stores as dtheta and the backend
+    loads as a `LinearizedEncoder`): at scale 30 they made the oracle local on four models of six but the
+    glyph tasks' descriptors stopped agreeing (same-task cosine 0.29 vs cross-task 0.24), and the build
+    took 41 minutes (docs/world.md, "Tangent sources on six models")."""
     common = dict(steps=steps, batch_size=batch, warmup_fraction=0.1, logit_scale=None, replay=3.0, replay_batch_size=32)
     return {"full": FinetuneConfig(mode="full", lr=lr, weight_decay=0.1, **common),
             "lora": FinetuneConfig(mode="lora", lr=lora_lr, weight_decay=0.01, lora_rank=4, lora_alpha=8, **common)}
@@ -94,6 +99,11 @@ PROFILES = {
                     _sources(steps=128, batch=64, lr=1e-3, lora_lr=1e-2)),
 }
 KINDS = ("full", "lora")
+# What a source file holds: "tower" (the fine-tuned image tower's state dict, base parameter names) or
+# TANGENT_WEIGHTS (dtheta of a tangent fine-tune, keyed by the model's parameter names), in its "weights" field.
+TANGENT_WEIGHTS = "dtheta"
+TRAINED = {"full": "image tower, all parameters", "lora": "LoRA adapters (merged)", "attention": "image tower, attention",
+           "linear": "image tower, all parameters, in its tangent space around the pre-trained weights"}
 _RECIPE_MODULES = ("data.py", "icons.py", "nets.py", "train.py", "text.py")
 
 
@@ -280,11 +290,13 @@ def job_finetune(path: str, profile: str, seed: int, name: str, task: str, kinds
         tuned, losses = finetune(model, train.images, train.labels, data[task].task.prompts, config, progress=False,
                                  replay_inputs=replay)
         secs = time.perf_counter() - t0
+        tangent = config.mode == "linear"
         prov = {"kind": kind, "task": task, "base": f"world:{name}", "profile": profile, "seed": seed,
                 "finetune": config.model_dump(), "lora_targets": list(spec.lora_targets) if kind == "lora" else None,
-                "trained": "image tower, all parameters" if kind == "full" else "LoRA adapters (merged)",
+                "trained": TRAINED[config.mode], "weights": TANGENT_WEIGHTS if tangent else "tower",
                 "final_loss": sum(losses[-8:]) / len(losses[-8:]), "seconds": secs}
-        save_weights(path / "models" / name / "ft" / f"{task}.{kind}.safetensors", tuned.tower.state_dict(), prov)
+        weights = tuned.delta if tangent else tuned.tower.state_dict()
+        save_weights(path / "models" / name / "ft" / f"{task}.{kind}.safetensors", weights, prov)
         out[kind] = secs
     return {"model": name, "task": task, **out}
 
