@@ -48,7 +48,7 @@ def test_build_writes_every_artifact_and_report(tiny_world):
         for t in TASK_NAMES:
             for kind in wb.KINDS:
                 _, prov = load_weights(path / "models" / m / "ft" / f"{t}.{kind}.safetensors")
-                mode = wb.PROFILES["tiny"].sources[kind].mode  # full: "linear" (tangent), lora: "lora"
+                mode = wb.PROFILES["tiny"].sources[kind].mode  # the profile's own ("linear" for tangent sources)
                 assert prov["kind"] == kind and prov["task"] == t and prov["finetune"]["mode"] == mode
                 assert prov["weights"] == (wb.TANGENT_WEIGHTS if mode == "linear" else "tower")
     report = json.loads((path / "report.json").read_text())
