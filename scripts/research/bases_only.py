@@ -10,24 +10,14 @@ Usage: python scripts/research/bases_only.py DIR [WORKERS]
 import sys, time, json
 from pathlib import Path
 from concurrent.futures import as_completed
-import torch
 from platonic.world import build as B, data as D
-from platonic.world.text import SentenceEncoder
-from platonic.world.zoo import META_KEY, MODEL_NAMES
-from platonic.storage import write_tensors
-from dataclasses import asdict
+from platonic.world.zoo import MODEL_NAMES
 
 out = Path(sys.argv[1]); workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-prof = B.PROFILES["full"]
 t0 = time.time()
-if not (out / "data.safetensors").exists():
+if not ((out / "data.safetensors").exists() and (out / "captions.safetensors").exists()):
     D.require_debian_data()
-    data = D.build_data(prof.sizes, 0, progress=False, probes_per_class=prof.probes_per_class)
-    write_tensors(out / "data.safetensors", D.data_to_tensors(data), {"sizes": asdict(prof.sizes), "seed": 0}, key=META_KEY, make_parents=True)
-if not (out / "captions.safetensors").exists():
-    vocab = D.caption_vocabulary()
-    torch.set_num_threads(1)
-    write_tensors(out / "captions.safetensors", {"embeddings": SentenceEncoder().encode(vocab)}, {"vocab": vocab}, key=META_KEY, make_parents=True)
+    B.write_world_inputs(out, "full", 0, progress=False)  # the build's own step, so the bases cannot drift from it
 print(f"data and captions {time.time() - t0:.0f} s", flush=True)
 todo = [m for m in MODEL_NAMES if not (out / "models" / m / "base.safetensors").exists()]
 with B._pool(workers) as pool:

@@ -51,6 +51,7 @@ from ..progress import LineProgress, track
 from ..storage import atomic_write, write_tensors
 from . import data as world_data
 from . import zoo
+from .captions import write_caption_embeddings
 from .data import TASK_NAMES, DataSizes
 from .text import SentenceEncoder
 from .train import PretrainConfig, pretrain, set_determinism
@@ -312,6 +313,22 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
+def write_world_inputs(path: Path, profile: str, seed: int, progress: bool = True) -> dict[str, float]:
+    """Write what every job reads: data.safetensors (every split, probe indices) and captions.safetensors
+    (the MiniLM embeddings of the caption vocabulary). Returns the seconds of each step ("data", "captions")."""
+    prof = PROFILES[check_profile(profile)]
+    timings = {}
+    t0 = time.perf_counter()
+    data = world_data.build_data(prof.sizes, seed, progress=progress, probes_per_class=prof.probes_per_class)
+    write_tensors(path / "data.safetensors", world_data.data_to_tensors(data), {"sizes": asdict(prof.sizes), "seed": seed}, key=META_KEY, make_parents=True)
+    timings["data"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    write_caption_embeddings(path, world_data.caption_vocabulary(), META_KEY)
+    timings["captions"] = time.perf_counter() - t0
+    return timings
+
+
 def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, force: bool = False, progress: bool = True,
                 workers: int | None = None, kinds=KINDS) -> Path:
     """Build (or rebuild with `force`) the world with the sources of `kinds`; returns its directory.
@@ -334,20 +351,8 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
     total = len(MODEL_NAMES) * (1 + len(TASK_NAMES))
     lines = LineProgress(total, f"building world ({profile})", enabled=progress)  # logs: one line per job
     lines.note(f"started in {path}")
-    t0 = time.perf_counter()
-    data = world_data.build_data(prof.sizes, seed, progress=progress, probes_per_class=prof.probes_per_class)
-    write_tensors(path / "data.safetensors", world_data.data_to_tensors(data), {"sizes": asdict(prof.sizes), "seed": seed}, key=META_KEY, make_parents=True)
-    timings["data"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    vocab = world_data.caption_vocabulary()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    emb = SentenceEncoder().encode(vocab)  # a fresh encoder: embeddings depend only on the vocabulary
-    torch.set_num_threads(threads)
-    write_tensors(path / "captions.safetensors", {"embeddings": emb}, {"vocab": vocab}, key=META_KEY, make_parents=True)
-    timings["captions"] = time.perf_counter() - t0
-    lines.note(f"data and caption embeddings ready ({len(vocab)} captions); {total} training jobs next")
+    timings.update(write_world_inputs(path, profile, seed, progress=progress))
+    lines.note(f"data and caption embeddings ready; {total} training jobs next")
 
     args = (str(path), profile, seed)
     pre_stats, ft_stats = {}, []

@@ -46,7 +46,8 @@ from ...errors import ArtifactError, InvalidInputError
 from ...finetune import FinetuneConfig, finetune
 from ...paths import cache_root
 from ...progress import LineProgress, track
-from ...storage import atomic_write, write_tensors
+from ...storage import atomic_write
+from ..captions import write_caption_embeddings
 from ..text import SentenceEncoder
 from ..train import set_determinism
 from . import dataset
@@ -304,11 +305,7 @@ def build_audio_world(profile: str = "full", seed: int = 0, root: Path | None = 
 
     t0 = time.perf_counter()
     vocab = caption_vocabulary()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    emb = SentenceEncoder().encode(vocab)  # a fresh encoder: embeddings depend only on the vocabulary
-    torch.set_num_threads(threads)
-    write_tensors(path / "captions.safetensors", {"embeddings": emb}, {"vocab": vocab}, key=META_KEY, make_parents=True)
+    write_caption_embeddings(path, vocab, META_KEY)
     timings["captions"] = time.perf_counter() - t0
     lines.note(f"data and caption embeddings ready ({len(vocab)} captions); {total} training jobs next")
 
