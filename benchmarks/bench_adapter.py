@@ -48,13 +48,13 @@ def full_step_seconds(model, probes: torch.Tensor, G: torch.Tensor, repeats: int
 
 
 def world_bench(name: str, cache: EmbeddingCache) -> None:
-    from platonic.experiments.world_setup import _world_data
+    from platonic.experiments.setups import world_data
     from platonic.models import load_model
     from platonic.world.build import ensure_world
     from platonic.world.data import TASKS
 
     path = ensure_world()
-    data = _world_data(path)
+    data = world_data(path)
     sources = {"fashion": "vit-a" if name != "vit-a" else "mixer", "shapes": "resnet" if name != "resnet" else "mixer"}
     pairs, probes = [], {}
     for task, source in sources.items():
@@ -118,7 +118,7 @@ def main() -> None:
 
     cache = EmbeddingCache(tempfile.mkdtemp(prefix="bench-adapter-"))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads (the world edit runs on one, as the experiments do)")
-    from platonic.experiments.fastpath import single_thread
+    from platonic.experiments.engine import single_thread
 
     with single_thread():
         world_bench(args.world_model, cache)

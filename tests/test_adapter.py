@@ -5,7 +5,7 @@ import torch
 
 from platonic import AdaptConfig, Composition, InvalidInputError, adapt
 from platonic.adapter import adapt_config_from, as_terms, select_terms
-from platonic.experiments.toy import toy_setup
+from platonic.experiments.setups.toy import toy_setup
 
 
 @pytest.fixture(scope="module")

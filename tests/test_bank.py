@@ -122,6 +122,11 @@ class _Model:
     def invalidate_fingerprint(self):
         self._fingerprint = None
 
+    def record_edit(self, entry, base_fingerprint):  # as DualEncoder.record_edit
+        self.edits = [*getattr(self, "edits", []), entry]
+        self._base_fingerprint = base_fingerprint
+        self.invalidate_fingerprint()
+
 
 def test_apply_takes_operators_on_the_current_or_pre_edit_weights_and_says_which():
     from platonic import apply

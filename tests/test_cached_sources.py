@@ -9,11 +9,11 @@ import torch
 
 from platonic.errors import InvalidInputError, PlatonicError
 from platonic.experiments import run_experiments
-from platonic.experiments.orthoreg_sources import METHODS
+from platonic.experiments.protocols.orthoreg_sources import METHODS
 from platonic.experiments.protocols import WEIGHT_ALPHAS
-from platonic.experiments.report import orthoreg_summary
-from platonic.experiments.setup import EvalSet, ExperimentSetup
-from platonic.experiments.toy import toy_setup
+from platonic.experiments.tables import orthoreg_summary
+from platonic.experiments.engine.setup import EvalSet, ExperimentSetup
+from platonic.experiments.setups.toy import toy_setup
 
 PAIR = ((48, 32), (48, 32), (64, 40))  # m0 and m1 share an architecture
 
@@ -152,7 +152,7 @@ def test_cli_refuses_options_that_do_not_apply(args, match, tmp_path):
 
 
 def test_world_setup_refuses_unknown_models_and_tasks_before_loading(tmp_path):
-    from platonic.experiments.world_setup import world_setup
+    from platonic.experiments.setups.world import world_setup
 
     with pytest.raises(PlatonicError, match="unknown world model"):
         world_setup(models=["nope"], path=tmp_path)
@@ -164,15 +164,15 @@ def test_world_setup_refuses_unknown_models_and_tasks_before_loading(tmp_path):
 
 def test_world_sources_use_the_task_arithmetic_recipe_so_the_cache_is_shared():
     """The world's cached sources key each task by its index among all the world's tasks, with the
-    task_arithmetic Recipe's full-flavour config: a sliced run, weight_space and task_arithmetic --flavours
+    task_arithmetic TaskVectorRecipe's full-flavour config: a sliced run, weight_space and task_arithmetic --flavours
     full of the same recipe ask the cache for the same entries."""
     from types import SimpleNamespace
 
-    from platonic.experiments.ta_parts import Recipe
-    from platonic.experiments.world_setup import world_sources
+    from platonic.experiments.engine.weight_space import TaskVectorRecipe
+    from platonic.experiments.setups.world import world_sources
     from platonic.world import data as wd
 
-    recipe = Recipe(steps=48)
+    recipe = TaskVectorRecipe(steps=48)
     world = SimpleNamespace(train=lambda task: (None, None))  # the parts' labelled train split of a task
     sliced = world_sources(world, {}, {"shapes": None, "textures": None}, recipe)
     for lam in (0.0, 1.0):

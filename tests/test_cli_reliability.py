@@ -281,7 +281,7 @@ def test_an_unwritable_output_directory_is_refused_before_any_work(work, monkeyp
 
 def test_duplicate_terms_are_refused_not_collapsed():
     from platonic import InvalidInputError
-    from platonic.cli import parse_terms
+    from platonic.terms import parse_terms
 
     with pytest.raises(InvalidInputError, match="'shapes' is given twice.*summed coefficient"):
         parse_terms("shapes:+1,shapes:-1")

@@ -120,12 +120,12 @@ def test_a_data_set_saved_to_disk_reads_through_hf(tmp_path):
 
 
 def test_only_the_sampled_probes_and_evaluated_images_are_decoded(tmp_path, decoded):
-    from platonic.experiments.config import ExperimentConfig, _task
+    from platonic.experiments.setups import ExperimentConfig, read_task
 
     save_hf(tmp_path / "big", {"train": 100, "test": 5})  # 300 train images, 15 test images
     config = ExperimentConfig(models={"a": "x", "b": "y"}, tasks={"big": {"data": f"hf:{tmp_path / 'big'}"}},
                               sources={"a": {"big": "f"}, "b": {"big": "g"}}, probes_per_class=2, max_test_per_class=3)
-    spec, (train, labels) = _task("big", config.tasks["big"], 32, config)
+    spec, (train, labels) = read_task("big", config.tasks["big"], 32, config)
     assert spec.probes.shape == (6, 3, 32, 32) and len(spec.test.labels) == 9
     assert len(decoded) == 6 + 9, "only the 6 probes and the 9 evaluated test images are decoded"
     assert len(train) == 300 and len(labels) == 300  # the train split is there, undecoded
@@ -212,7 +212,7 @@ def test_an_image_folder_still_reads_as_before(tmp_path):
 
 
 def test_registered_tasks_by_name_in_yaml_and_on_the_command_line(tmp_path):
-    from platonic.experiments.config import config_from_options, read_config
+    from platonic.experiments.setups import config_from_options, read_config
 
     save_hf(tmp_path / "pets", {"train": 2, "test": 1})
     (tmp_path / "setup.yaml").write_text(

@@ -16,7 +16,7 @@ def invoke(*args):
 
 
 def test_yaml_model_files_and_sources_are_read_from_the_yaml_folder(tmp_path, monkeypatch):
-    from platonic.experiments.config import read_config
+    from platonic.experiments.setups import read_config
 
     folder = tmp_path / "exp"
     (folder / "data" / "toy").mkdir(parents=True)
@@ -34,7 +34,7 @@ def test_yaml_model_files_and_sources_are_read_from_the_yaml_folder(tmp_path, mo
 
 
 def test_a_missing_source_file_is_found_before_any_model_loads(tmp_path, monkeypatch):
-    import platonic.experiments.config as config_module
+    from platonic.experiments.setups import yaml as config_module
 
     (tmp_path / "data" / "toy").mkdir(parents=True)
     (tmp_path / "setup.yaml").write_text(
@@ -52,7 +52,7 @@ def test_a_missing_source_file_is_found_before_any_model_loads(tmp_path, monkeyp
 def test_a_class_without_train_images_is_an_error(tmp_path):
     from PIL import Image
 
-    from platonic.experiments.config import DataSetConfig, ExperimentConfig, _task
+    from platonic.experiments.setups import DataSetConfig, ExperimentConfig, read_task
 
     for split, classes in (("train", ["cat"]), ("test", ["cat", "dog"])):
         for c in classes:
@@ -61,12 +61,12 @@ def test_a_class_without_train_images_is_an_error(tmp_path):
     config = ExperimentConfig(models={"a": "x", "b": "y"}, tasks={"pets": {"data": tmp_path}},
                               sources={"a": {"pets": "f"}, "b": {"pets": "g"}})
     with pytest.raises(InvalidInputError, match="class\\(es\\) dog have no train images.*get no probes"):
-        _task("pets", DataSetConfig(data=tmp_path), 32, config)
+        read_task("pets", DataSetConfig(data=tmp_path), 32, config)
 
 
 def test_experiment_names_given_twice_would_double_the_cells():
     from platonic.experiments import run_experiments
-    from platonic.experiments.toy import toy_setup
+    from platonic.experiments.setups.toy import toy_setup
 
     with pytest.raises(InvalidInputError, match="more than once"):
         run_experiments(toy_setup(), ["alpha", "alpha"], progress=False)
@@ -76,7 +76,7 @@ def test_generalization_without_a_related_group_is_an_error(tmp_path):
     import dataclasses
 
     from platonic.experiments import run_experiments
-    from platonic.experiments.toy import toy_setup
+    from platonic.experiments.setups.toy import toy_setup
 
     setup = dataclasses.replace(toy_setup(), related_group=(), held_out=None)
     with pytest.raises(InvalidInputError, match="related group"):

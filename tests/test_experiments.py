@@ -8,11 +8,11 @@ import torch
 
 from platonic.edit import fold, unfold
 from platonic.experiments import run_experiments
-from platonic.experiments.fastpath import FeatureStore, accuracy_end_to_end
-from platonic.experiments.protocols import Operators
+from platonic.experiments.engine.fastpath import FeatureStore, accuracy_end_to_end
+from platonic.experiments.protocols.paper import Operators
 from platonic.experiments.report import SCHEMA, VERSION, load_results, render_tables
 from platonic.errors import InvalidInputError
-from platonic.experiments.toy import toy_setup
+from platonic.experiments.setups.toy import toy_setup
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_weight_space_without_a_same_architecture_pair_is_task_arithmetic_within
 
 
 def test_retention_is_withheld_when_the_oracle_gains_under_a_point():
-    from platonic.experiments.report import retention
+    from platonic.experiments.tables import retention
 
     means = {"zero_shot": {"A": 0.30, "B": 0.40}, "closed_form": {"A": 0.35, "B": 0.38}, "oracle": {"A": 0.40, "B": 0.405}}
     ret = retention(means)
@@ -137,9 +137,9 @@ def test_feature_store_with_an_anchor_pool_solves_anchored(setup):
     from platonic.measurement import design_rows, target_grid
 
     pool = setup.tasks["t2"].probes
-    from platonic.experiments import SolveSettings
+    from platonic import SolveConfig
 
-    store = FeatureStore(setup, solve=SolveSettings(kind="anchored", anchor_weight=0.5), anchor_images=pool)
+    store = FeatureStore(setup, solve=SolveConfig(kind="anchored", anchor_weight=0.5), anchor_images=pool)
     desc = setup.descriptors[("m1", "t0")]
     op = store.operator("m0", ("real", "m1", "t0"), desc)
     assert op.solve_record["kind"] == "anchored" and op.solve_record["anchor_digest"] == digest_probes(pool)
@@ -155,24 +155,27 @@ def test_feature_store_with_an_anchor_pool_solves_anchored(setup):
 def test_anchored_pool_defaults_to_the_other_tasks_probes(setup):
     """Without given images, the pool of task t's operators is the first k probes of every other task."""
     from platonic import digest_probes
-    from platonic.experiments import SolveSettings
+    from platonic import SolveConfig
 
-    store = FeatureStore(setup, solve=SolveSettings(kind="anchored", anchor_per_task=5))
+    store = FeatureStore(setup, solve=SolveConfig(kind="anchored", anchor_per_task=5))
     images, digest = store.pool("t0")
     expected = torch.cat([spec.probes[:5] for name, spec in setup.tasks.items() if name != "t0"])
     assert torch.equal(images, expected) and digest == digest_probes(expected)
     op = store.operator("m0", ("real", "m1", "t0"), setup.descriptors[("m1", "t0")])
     assert op.solve_record["kind"] == "anchored" and op.solve_record["anchor_digest"] == digest
     assert store.pool("t1")[1] != digest  # each task's pool leaves out its own probes
-    with pytest.raises(InvalidInputError, match="unknown solve"):
-        SolveSettings(kind="ridge")
+    with pytest.raises(InvalidInputError, match="unknown solve 'ridge'"):
+        SolveConfig.parse({"kind": "ridge"})
+    with pytest.raises(ValueError, match="unknown solve 'ridge'"):  # pydantic's ValidationError, as every config
+        SolveConfig(kind="ridge")
 
 
 def test_each_experiment_is_one_registry_entry_and_names_are_unique():
     from platonic.errors import InvalidInputError
     from platonic.experiments import PROTOCOLS, Protocol, Registry
 
-    assert list(PROTOCOLS) == ["addition", "negation", "generalization", "alpha", "weight_space", "orthoreg_sources"]
+    assert list(PROTOCOLS) == [
+        "addition", "negation", "generalization", "alpha", "weight_space", "orthoreg_sources", "task_arithmetic"]
     assert (PROTOCOLS["addition"].alpha, PROTOCOLS["negation"].alpha, PROTOCOLS["alpha"].alpha) == (0.5, 1.0, None)
     assert all(p.reference.startswith("method.md §") and p.methods[0] == "zero_shot" for p in PROTOCOLS.values())
     assert [n for n, p in PROTOCOLS.items() if p.fast_path] == ["addition", "negation", "generalization", "alpha", "orthoreg_sources"]
@@ -184,16 +187,17 @@ def test_each_experiment_is_one_registry_entry_and_names_are_unique():
 
 def test_run_takes_alpha_and_solve_settings_from_the_entries_unless_given(setup):
     from platonic.errors import InvalidInputError
-    from platonic.experiments import SolveSettings
+    from platonic import SolveConfig
 
     default = run_experiments(setup, ["negation"], None, progress=False)
-    paper = {"kind": "paper", "anchor_weight": 1.0, "anchor_per_task": 64}
+    paper = {"kind": "paper", "rank": None, "truncation": "paper", "anchor_weight": 1.0, "anchor_per_task": 64,
+             "anchor_images": None}
     assert default["settings"]["protocols"]["negation"] == {"alpha": 1.0, "mu_a": 1e-2, "mu_b": 1e-6, **paper}
     assert {c["alpha"] for c in default["cells"] if c["method"] == "closed_form"} == {1.0}
     environment = default["settings"]["environment"]  # what the run ran on, so two machines' results can be told apart
     assert torch.__version__.startswith(environment["versions"]["torch"])
     assert environment["cpu"]["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
-    given = run_experiments(setup, ["negation"], None, progress=False, alpha=0.5, solve=SolveSettings(mu_a=0.1))
+    given = run_experiments(setup, ["negation"], None, progress=False, alpha=0.5, solve=SolveConfig(mu_a=0.1))
     assert given["settings"]["protocols"]["negation"] == {"alpha": 0.5, "mu_a": 0.1, "mu_b": 1e-6, **paper}
     assert {c["alpha"] for c in given["cells"] if c["method"] == "closed_form"} == {0.5}
     assert [c["residuals"] for c in given["cells"]] != [c["residuals"] for c in default["cells"]]

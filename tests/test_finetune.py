@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from platonic import InvalidInputError
-from platonic.experiments.fastpath import accuracy_end_to_end
-from platonic.experiments.toy import toy_setup
-from platonic.finetune import FinetuneConfig, finetune, orthoreg_penalty
+from platonic.experiments.engine import accuracy_end_to_end
+from platonic.experiments.setups import toy_setup
+from platonic.finetuning import FinetuneConfig, finetune, orthoreg_penalty
 from platonic.task_vector import TaskVector
 
 
@@ -162,7 +162,7 @@ def test_epochs_set_the_length_from_the_train_split(setup):
 def test_orthoreg_on_lora_sees_the_update_the_forward_pass_applies():
     """peft 0.21 applies the out_proj LoRA of a packed nn.MultiheadAttention twice (forward and merge):
     the deltas OrthoReg penalises are the merged weights minus the pre-trained ones, layer by layer."""
-    from platonic.lora import attach_lora, lora_weight_deltas
+    from platonic.finetuning.lora import attach_lora, lora_weight_deltas
 
     class Tower(torch.nn.Module):
         def __init__(self):
@@ -184,3 +184,33 @@ def test_orthoreg_on_lora_sees_the_update_the_forward_pass_applies():
     assert len(deltas) == 3
     for r in realised:  # every realised update is one of the penalised deltas
         assert any(d.shape == r.shape and torch.allclose(d, r, atol=1e-5) for d in deltas)
+
+
+def test_finetune_chooses_which_parameters_train_and_their_learning_rates(setup):
+    """parameters= picks the trained weights (no monkeypatching of the loop), lr_scale= their lr factors."""
+    from platonic.finetuning import trainable_parameters
+
+    model = setup.models["m0"]
+    x, y, prompts = train_split(setup)
+    cfg = FinetuneConfig(steps=8, lr=3e-3, batch_size=32, weight_decay=0.1, logit_scale=20.0)
+    plain, _ = finetune(model, x, y, prompts, cfg, progress=False)
+    ones, _ = finetune(model, x, y, prompts, cfg, progress=False, lr_scale=lambda name: 1.0)
+    assert all(torch.equal(a, b) for a, b in zip(plain.tower.parameters(), ones.tower.parameters()))  # one group: the same run
+
+    def last_layer(ft):
+        return [(k, p) for k, p in trainable_parameters(ft, "full") if k.startswith("2.")]
+
+    head, _ = finetune(model, x, y, prompts, cfg, progress=False, parameters=last_layer)
+    for (name, before), after in zip(model.tower.named_parameters(), head.tower.parameters()):
+        assert torch.equal(before, after) != name.startswith("2."), name  # only the last Linear moved
+
+    frozen_first, _ = finetune(model, x, y, prompts, cfg.model_copy(update={"weight_decay": 0.0}), progress=False,
+                               lr_scale=lambda name: 0.0 if name.startswith("0.") else 2.0)
+    assert torch.equal(frozen_first.tower[0].weight, model.tower[0].weight)
+    assert not torch.equal(frozen_first.tower[2].weight, model.tower[2].weight)
+    with pytest.raises(InvalidInputError, match="full or attention"):
+        finetune(model, x, y, prompts, cfg.model_copy(update={"mode": "lora"}), progress=False, parameters=last_layer)
+    with pytest.raises(InvalidInputError, match="no parameter"):
+        finetune(model, x, y, prompts, cfg, progress=False, parameters=lambda ft: [])
+    with pytest.raises(InvalidInputError, match="finite factor"):
+        finetune(model, x, y, prompts, cfg, progress=False, lr_scale=lambda name: float("nan"))

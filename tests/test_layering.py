@@ -12,10 +12,16 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "platonic"
 
-# only these may import the world builder and the experiment engine: the top of the dependency order
-UPPER = ("platonic.world", "platonic.experiments")
-MAY_IMPORT_UPPER = ("platonic.world", "platonic.experiments", "platonic.cli")
+# the top of the dependency order, from the top down: each package imports nothing of those before it
+TOP = ("platonic.cli", "platonic.recipe", "platonic.experiments", "platonic.world")
+UPPER = TOP[1:] + TOP[:1]  # what the library below never imports
+MAY_IMPORT_UPPER = TOP
 FACADE = "platonic"  # the package's __init__: may name the experiment engine inside a function only
+# inside the experiment engine, from the bottom up: a layer imports only those before it
+ENGINE_LAYERS = (("platonic.experiments.engine",), ("platonic.experiments.setups",),
+                 ("platonic.experiments.protocols", "platonic.experiments.checks", "platonic.experiments.tables"),
+                 ("platonic.experiments.registry",), ("platonic.experiments.report", "platonic.experiments.plots"),
+                 ("platonic.experiments.run",), ("platonic.experiments.command",))
 
 
 def module_files() -> dict[str, tuple[Path, bool]]:
@@ -108,7 +114,8 @@ def _under(name: str, prefixes) -> bool:
 def test_the_graph_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert "platonic.models.base" in graph["platonic.models.hf_backend"]  # from .base import ...
-    assert "platonic.experiments.fastpath" in graph["platonic.experiments.run"]
+    assert "platonic.experiments.engine" in graph["platonic.experiments.run"]  # from .engine import ...
+    assert "platonic.experiments.engine.fastpath" in graph["platonic.experiments.protocols.paper"]
     assert "platonic.progress" in graph["platonic.models.base"]  # imported inside encode_probes
     assert "platonic.progress" not in import_graph(in_functions=False)["platonic.models.base"]
     assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
@@ -130,12 +137,23 @@ def test_nothing_below_world_or_experiments_imports_them():
     assert not upward, "imports pointing up: " + ", ".join(upward)
 
 
-def test_the_world_is_a_builder_that_never_imports_the_experiment_engine():
-    """world/ builds data and weights; measuring it is the engine's job (experiments/world_checks)."""
+def test_the_top_packages_import_only_downwards():
+    """cli above recipe above experiments above world: world/ builds data and weights, measuring it is the
+    engine's job (experiments/checks); `platonic run` (recipe/) is a product surface above the engine."""
     graph = import_graph()
-    upward = sorted(f"{m} -> {t}" for m, ts in graph.items() if _under(m, ("platonic.world",))
-                    for t in ts if _under(t, ("platonic.experiments", "platonic.cli")))
-    assert not upward, "world imports pointing up: " + ", ".join(upward)
+    upward = sorted(f"{m} -> {t}" for i, package in enumerate(TOP) for m, ts in graph.items() if _under(m, (package,))
+                    for t in ts if _under(t, TOP[:i]))
+    assert not upward, "imports pointing up: " + ", ".join(upward)
+
+
+def test_the_experiment_engine_is_layered():
+    """engine < setups < protocols, checks, tables < registry < report, plots < run < command."""
+    graph = import_graph()
+    layer = {m: i for i, names in enumerate(ENGINE_LAYERS) for m in graph if _under(m, names)}
+    upward = sorted(f"{m} -> {t}" for m, ts in graph.items() if m in layer for t in ts
+                    if t in layer and layer[t] > layer[m])
+    assert not upward, "engine imports pointing up: " + ", ".join(upward)
+    assert set(layer) == {m for m in graph if _under(m, ("platonic.experiments",)) and m != "platonic.experiments"}
 
 
 def test_the_package_facade_reaches_the_experiments_only_lazily():
@@ -153,3 +171,67 @@ def test_the_public_api_lists_what_users_call():
         assert name in platonic.__all__ and getattr(platonic, name) is not None
     assert len(set(platonic.__all__)) == len(platonic.__all__)
     assert not [n for n in platonic.__all__ if n.startswith("_") and n != "__version__"]
+
+
+def _private_imports(path: Path, module: str | None, is_package: bool) -> list[str]:
+    """`from X import _name` of another platonic module, and `alias._name` on an imported platonic module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found, aliases = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            target = _targets(module, is_package, node)[0] if node.level else (node.module or "")
+            if not (target == "platonic" or target.startswith("platonic.")) or target == module:
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{path.name}:{node.lineno} imports {target}.{alias.name}")
+                elif f"{target}.{alias.name}" in MODULES:
+                    aliases.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            aliases.update(a.asname for a in node.names if a.asname and a.name.startswith("platonic"))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            found.append(f"{path.name}:{node.lineno} reads {node.value.id}.{node.attr}")
+    return found
+
+
+MODULES = set(module_files())
+ROOT = SRC.parent
+
+
+def test_private_names_stay_inside_their_module():
+    """Across modules (the package, its tests, research, benchmarks and scripts) only public names are imported."""
+    found = []
+    for name, (path, is_package) in module_files().items():
+        found += _private_imports(path, name, is_package)
+    for folder in ("tests", "research", "benchmarks", "scripts"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            found += _private_imports(path, None, False)
+    assert not found, "private names used across modules: " + "; ".join(found)
+
+
+def test_research_imports_what_packages_export():
+    """Research scripts import the experiment engine and fine-tuning through their packages' exports."""
+    deep = []
+    for path in sorted((ROOT / "research").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("platonic.experiments.",
+                                                                                            "platonic.finetuning.")):
+                if node.module not in ("platonic.experiments.engine", "platonic.experiments.setups",
+                                       "platonic.experiments.protocols", "platonic.experiments.checks"):
+                    deep.append(f"{path.name}:{node.lineno} from {node.module}")
+    assert not deep, "research imports module internals: " + "; ".join(deep)
+
+
+def test_the_architecture_page_maps_every_subpackage():
+    """docs/architecture.md names every package of src/platonic, and every path it names exists."""
+    import re
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`(platonic/[\w/.]*)`", text))
+    missing = sorted(p for p in named if not (SRC / p).exists())
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
+    packages = {f"{p.parent.relative_to(SRC).as_posix()}/" for p in PACKAGE.rglob("__init__.py")}
+    unnamed = sorted(packages - named)
+    assert not unnamed, f"docs/architecture.md does not name these packages: {unnamed}"

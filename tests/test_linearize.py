@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from platonic import InvalidInputError
-from platonic.experiments.toy import toy_setup
-from platonic.finetune import FinetuneConfig, finetune
-from platonic.linearize import LinearizedEncoder, linearisable_names
+from platonic.experiments.setups.toy import toy_setup
+from platonic.finetuning.training import FinetuneConfig, finetune
+from platonic.finetuning.linearize import LinearizedEncoder, linearisable_names
 from platonic.task_vector import TaskVector
 
 
@@ -22,9 +22,9 @@ def _reference_jvp(encoder, names, delta, inputs):
 
     def f(*weights):
         from torch.func import functional_call
-        from platonic.linearize import _TowerCall
+        from platonic.finetuning.linearize import TowerCall
 
-        return functional_call(_TowerCall(encoder), {f"root.{n}": w for n, w in zip(names, weights)}, (inputs,))
+        return functional_call(TowerCall(encoder), {f"root.{n}": w for n, w in zip(names, weights)}, (inputs,))
 
     from torch.nn.attention import SDPBackend, sdpa_kernel
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from platonic.data.tasks import PAPER_CONTROLS, PAPER_TASKS, known_task
-from platonic.experiments.recipe import read_recipe
+from platonic.recipe.config import read_recipe
 from platonic.models import check_spec
 from platonic.models.card import base_model_id
 
@@ -36,7 +36,7 @@ def test_the_paper_recipe_uses_the_papers_source_fine_tunes_and_strengths(recipe
     ft = recipe.finetune
     assert (ft.mode, ft.lora_rank, ft.lora_alpha, ft.lr, ft.batch_size, ft.weight_decay) == ("lora", 4, 8.0, 1e-4, 32, 0.01)
     assert (ft.schedule, ft.epochs, ft.warmup()) == ("constant", 3, 0)  # 3 epochs at a constant lr (method.md §1.6)
-    from platonic.experiments.config import task_finetune
+    from platonic.experiments.setups import task_finetune
 
     per_task = {t: task_finetune(ft, t, cfg.finetune) for t, cfg in recipe.tasks.items()}
     assert per_task["sun397"].epochs == 1 and per_task["sun397"].schedule == "constant"  # SUN397: 1 epoch

@@ -5,12 +5,14 @@ import torch
 
 from platonic import InvalidInputError
 from platonic.experiments.report import render_tables
-from platonic.experiments.setup import EvalSet
-from platonic.experiments.ta_setup import LabelledTask, TaskArithmeticSetup, split_control
-from platonic.experiments.task_arithmetic import ALPHAS, Recipe, run_task_arithmetic, task_arithmetic_experiment
-from platonic.experiments.toy import toy_setup
+from platonic.experiments.engine.setup import EvalSet
+from platonic.experiments.setups.labelled import LabelledTask, TaskArithmeticSetup, split_control
+from platonic.experiments import run_experiments
+from platonic.experiments.engine import TaskVectorRecipe
+from platonic.experiments.protocols import ALPHAS, run_task_arithmetic
+from platonic.experiments.setups.toy import toy_setup
 
-RECIPE = Recipe(steps=12, batch_size=32, lr=1e-2, logit_scale=20.0)
+RECIPE = TaskVectorRecipe(steps=12, batch_size=32, lr=1e-2, logit_scale=20.0)
 
 
 @pytest.fixture(autouse=True)
@@ -67,7 +69,8 @@ def test_alpha_and_lambda_never_see_test_labels_and_fine_tunes_are_cached(toy):
 
 
 def test_tables_heatmaps_and_run_directory(toy, tmp_path):
-    out = task_arithmetic_experiment(_setup(toy, False), tmp_path / "run", flavours=["full"], lambdas=[1.0], recipe=RECIPE)
+    out = run_experiments(_setup(toy, False), ["task_arithmetic"], tmp_path / "run",
+                          options={"task_arithmetic": {"flavours": ["full"], "lambdas": [1.0], "recipe": RECIPE}})
     tables = (tmp_path / "run" / "tables.md").read_text()
     assert "| full FT | " in tables and "| full FT + OrthoReg | " in tables and "Task arithmetic, m0" in tables
     assert tables == render_tables(out)

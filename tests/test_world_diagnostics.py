@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from platonic.experiments.fastpath import FeatureStore
-from platonic.experiments.setup import EvalSet
-from platonic.experiments.toy import toy_setup
-from platonic.experiments.world_diagnostics import best_linear_map, diagnose, linear_probe, participation_ratio, prompt_leak
+from platonic.experiments.engine.fastpath import FeatureStore
+from platonic.experiments.engine.setup import EvalSet
+from platonic.experiments.setups.toy import toy_setup
+from platonic.experiments.checks.diagnose import best_linear_map, diagnose, linear_probe, participation_ratio, prompt_leak
 from platonic.metrics import top1
 from platonic.solve import solve
 

@@ -4,6 +4,7 @@ Core objects (method.md §1.1-1.3):
 
 - `Descriptor`, `ProbeGrid`, `Provenance`, `Composition`, `mean`: universal task descriptors and their algebra;
 - `solve`, `RidgeSolver`, `relative_residual`, `head_design_matrix`: the closed-form two-sided ridge solve;
+  `SolveConfig`: how it is solved (the paper's, anchored, rank-capped), for the API, experiments, recipes, CLI;
 - `Operator`, `OperatorBank`: solved edits for one target, composed by signed sums;
 - `ProjectionParameter`, `LinearSite`, `HeadAffineSite`, `AppendedLinearSite`, `fold`, `unfold`:
   where an edit lands and folding it in;
@@ -42,10 +43,11 @@ from .errors import (
     PlatonicError,
     ZeroDescriptorWarning,
 )
-from .finetune import FinetuneConfig, finetune
+from .finetuning import FinetuneConfig, finetune
 from .measurement import measure
 from .models import DualEncoder, load_model
 from .solve import RidgeSolver, head_design_matrix, relative_residual, solve, solve_reference
+from .solve_config import SolveConfig
 from .task_vector import TaskVector
 from .transfer import apply, save_model, solve_bank
 
@@ -55,7 +57,7 @@ __all__ = [
     "AppendedLinearSite", "ArtifactError", "Composition", "Descriptor", "EditSite", "EditSiteError",
     "FingerprintMismatchError", "FoldRecord", "GridMismatchError", "HeadAffineSite", "InvalidInputError",
     "InvalidOperationError", "LinearSite", "Operator", "OperatorBank", "PlatonicError", "ProbeEmbeddings", "ProbeGrid",
-    "ProjectionParameter", "Provenance", "RidgeSolver", "Term", "ZeroDescriptorWarning", "__version__", "digest_probes",
+    "ProjectionParameter", "Provenance", "RidgeSolver", "SolveConfig", "Term", "ZeroDescriptorWarning", "__version__", "digest_probes",
     "fold", "head_design_matrix", "mean", "relative_residual", "solve", "solve_reference", "unfold", "unfold_by_inversion",
     "DualEncoder", "apply", "load_model", "measure", "save_model", "solve_bank", "AdaptConfig", "Adapter", "adapt",
     "FinetuneConfig", "TaskVector", "finetune", *_FROM_EXPERIMENTS,

@@ -41,8 +41,8 @@ from ._checks import as_finite_scalar
 from .bank import Term
 from .descriptor import Composition, Descriptor, utc_now
 from .errors import ArtifactError, FingerprintMismatchError, InvalidInputError
+from .finetuning.lora import attach_lora, require_lora_runs
 from .hashing import tensor_digest
-from .lora import attach_lora, require_lora_runs
 from .measurement import EmbeddingCache, ProbeStore
 from .models import DualEncoder, load_model
 from .progress import StepProgress
@@ -145,13 +145,9 @@ class Adapter:
                                     "Fit again with smaller coefficients or learning rate")
         for p in model.module.parameters():
             p.requires_grad_(False)
-        edits = getattr(model, "edits", [])
-        edits.append({"route": "adapter", "method": "adapter", "target": fingerprint,
-                      "terms": [t.to_json() for t in self.terms], "settings": self.settings,
-                      "adapter_digest": self.digest()})
-        model.edits = edits
-        model._base_fingerprint = fingerprint
-        model.invalidate_fingerprint()
+        model.record_edit({"route": "adapter", "method": "adapter", "target": fingerprint,
+                           "terms": [t.to_json() for t in self.terms], "settings": self.settings,
+                           "adapter_digest": self.digest()}, fingerprint)
         return model
 
     def digest(self) -> str:

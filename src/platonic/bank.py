@@ -227,7 +227,8 @@ class Operator:
             )
 
     # -- storage --------------------------------------------------------------------------------
-    def _meta(self) -> dict:
+    def metadata(self) -> dict:
+        """The JSON record an operator file (or a bank entry) stores beside its delta."""
         return {
             "form": self.form,
             "target": self.target,
@@ -241,7 +242,8 @@ class Operator:
         }
 
     @classmethod
-    def _from_meta(cls, delta: torch.Tensor, meta: dict) -> "Operator":
+    def from_metadata(cls, delta: torch.Tensor, meta: dict) -> "Operator":
+        """The operator of a stored delta and its `metadata()` record."""
         return cls(
             delta=delta,
             form=meta["form"],
@@ -257,14 +259,14 @@ class Operator:
 
     def save(self, path, overwrite: bool = False) -> None:
         """Write an operator file (atomic; an existing file is replaced only if it is an operator, or with overwrite)."""
-        write_artifact(path, "operator", {"delta": self.delta}, self._meta(), overwrite=overwrite)
+        write_artifact(path, "operator", {"delta": self.delta}, self.metadata(), overwrite=overwrite)
 
     @classmethod
     def load(cls, path) -> "Operator":
         tensors, record = read_artifact(path, "operator")
         require_keys(path, record, tensors, ("delta",), ("form", "target", "terms", "provenance"))
         try:
-            return cls._from_meta(tensors["delta"], record)
+            return cls.from_metadata(tensors["delta"], record)
         except (KeyError, TypeError) as exc:
             raise ArtifactError(f"{path}: malformed operator metadata ({exc})") from None
 
@@ -369,7 +371,7 @@ class OperatorBank:
         """Write a bank file (atomic; an existing file is replaced only if it is a bank, or with overwrite)."""
         ops = list(self.entries.values())
         tensors = {f"entry.{i}": op.delta for i, op in enumerate(ops)}
-        meta = {"target": self.target, "entries": [op._meta() for op in ops]}
+        meta = {"target": self.target, "entries": [op.metadata() for op in ops]}
         write_artifact(path, "bank", tensors, meta, overwrite=overwrite)
 
     @classmethod
@@ -380,7 +382,7 @@ class OperatorBank:
         for i, meta in enumerate(record["entries"]):
             require_keys(path, record, tensors, (f"entry.{i}",))
             try:
-                bank.add(Operator._from_meta(tensors[f"entry.{i}"], meta))
+                bank.add(Operator.from_metadata(tensors[f"entry.{i}"], meta))
             except (KeyError, TypeError) as exc:
                 raise ArtifactError(f"{path}: malformed bank entry {i} ({exc})") from None
         return bank

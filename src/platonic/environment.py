@@ -1,6 +1,6 @@
 """What a run or a build ran on: library versions and the CPU / device, for provenance records.
 
-A world build on two machines can differ (docs/world.md: the CPU's float kernels or the library
+A world build on two machines can differ (docs/lab/2026-12-02-world-recipe-8c5849d4a076.md: the CPU's float kernels or the library
 versions pip resolved); recording both in build.json and results.json is what lets a user tell which.
 """
 

@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 
 from .descriptor import Descriptor, ProbeGrid, Provenance
 from .errors import InvalidInputError, ZeroDescriptorWarning
-from .finetuned import STATE_DICT_FILE, load_finetuned, require_exists  # noqa: F401 - STATE_DICT_FILE re-exported
+from .finetuning import load_finetuned
 from .hashing import tensor_digest
 from .models import DualEncoder, ProbeEmbeddings, load_model
 from .paths import cache_dir
@@ -89,8 +89,7 @@ class ProbeStore:
         return load_file(str(path))["probes"]
 
 
-# the fine-tune sources (files, adapters, vision-only checkpoints, hub names) live in platonic.finetuned
-require_finetune_exists = require_exists
+# the fine-tune sources (files, adapters, vision-only checkpoints, hub names) live in platonic.finetuning.sources
 
 
 def measure(pre, finetuned, probes, prompts: Sequence[str], task: str, *, cache: EmbeddingCache | None = None,
@@ -98,7 +97,7 @@ def measure(pre, finetuned, probes, prompts: Sequence[str], task: str, *, cache:
             require_pinned: bool = False) -> Descriptor:
     """The UTD (N, M) of `finetuned` against `pre` on `probes` x `prompts`, as a Descriptor.
 
-    pre: model spec or DualEncoder; finetuned: any source `platonic.finetuned.load_finetuned` reads (a spec,
+    pre: model spec or DualEncoder; finetuned: any source `platonic.finetuning.load_finetuned` reads (a spec,
     DualEncoder, state dict file, LoRA dir, vision-only transformers checkpoint, hf:ORG/NAME[@REV]);
     probes: canonical tensor, image folder or files (audio: float (N, samples)); prompts: M class prompts.
     require_pinned: refuse a hub source that names no commit. `provenance.finetune` records the source as

@@ -15,46 +15,43 @@ from .errors import FingerprintMismatchError, InvalidInputError
 from .measurement import EmbeddingCache, ProbeStore, canonical_probes, design_rows, target_grid
 from .models import DualEncoder, load_model
 from .progress import track
-from .solve import DEFAULT_ANCHOR_WEIGHT, DEFAULT_MU_A, DEFAULT_MU_B, RidgeSolver
+from .solve import RidgeSolver
+from .solve_config import SolveConfig
 from .storage import platonic_record, refuse_existing
 
 
-SOLVE_KINDS = ("paper", "anchored")
-
-
-def check_solve_kind(kind: str, has_anchor: bool, anchor_weight: float = DEFAULT_ANCHOR_WEIGHT) -> None:
-    """Refuse an unknown solve kind, an anchored solve without a pool, a pool the paper's solve would ignore,
-    or a non-positive anchor weight (checked before any model is loaded)."""
-    if kind not in SOLVE_KINDS:
-        raise InvalidInputError(f"solve kind must be one of {', '.join(SOLVE_KINDS)}; got {kind!r}")
-    if kind == "anchored" and not has_anchor:
+def check_pool(config: SolveConfig, has_pool: bool) -> None:
+    """Refuse an anchored solve without a pool and a pool the paper's solve would ignore (before any model loads)."""
+    if config.anchored and not has_pool:
         raise InvalidInputError("the anchored solve needs a pool of unlabeled inputs: give --anchor-images DIR "
                                 "(anchor_images= in the API), images that no test set or control uses")
-    if kind == "paper" and has_anchor:
+    if not config.anchored and has_pool:
         raise InvalidInputError("an anchor pool was given but the solve is the paper's, which would ignore it; "
                                 "pass --solve anchored (solve='anchored') or drop the pool")
-    if kind == "anchored" and not (anchor_weight > 0 and anchor_weight != float("inf")):
-        raise InvalidInputError(f"--anchor-weight must be a finite number > 0 (1 weighs the pool like the probes); got {anchor_weight}")
 
 
 def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str, torch.Tensor] | None = None,
-               store: ProbeStore | None = None, cache: EmbeddingCache | None = None,
-               mu_a: float = DEFAULT_MU_A, mu_b: float = DEFAULT_MU_B, solve: str = "paper",
-               anchor_images: torch.Tensor | None = None, anchor_weight: float = DEFAULT_ANCHOR_WEIGHT,
-               progress: bool = True) -> OperatorBank:
+               store: ProbeStore | None = None, cache: EmbeddingCache | None = None, config: SolveConfig | None = None,
+               anchor_images: torch.Tensor | None = None, progress: bool = True, **settings) -> OperatorBank:
     """An OperatorBank for `target`: one operator per descriptor, solved on the target's own embeddings.
 
     The probes of each descriptor are looked up by digest in `probes` ({digest: tensor}) or the probe
     store. Descriptors sharing a grid share one factorisation (RidgeSolver). The operators (and the
     bank) name the weights they were solved on: `model.fingerprint`.
 
-    solve: "paper" (method.md §1.2) or "anchored": the pool `anchor_images` (P unlabeled inputs, e.g.
-    (P, 3, H, W) uint8 images) is embedded by the target through the same design-row map as the probes
-    (`design_rows`) and enters every solve as F_pool, with relative weight `anchor_weight` (see
-    `platonic.solve`). Each operator records the kind, the weight and the pool's digest (`digest_probes`
-    of the canonical pool tensor) in `solve_record`.
+    config: how to solve (`platonic.SolveConfig`; default the paper's), or its settings as keywords
+    (mu_a=, mu_b=, rank=, truncation=, anchor_weight=; solve="paper" | "anchored" for its kind). An
+    anchored solve takes the pool `anchor_images` (P unlabeled inputs, e.g. (P, 3, H, W) uint8 images),
+    embedded by the target through the same design-row map as the probes (`design_rows`), entering every
+    solve as F_pool with relative weight `anchor_weight` (see `platonic.solve`). Each operator records
+    the kind, the weight and the pool's digest (`digest_probes` of the canonical pool tensor) in `solve_record`.
     """
-    check_solve_kind(solve, anchor_images is not None, anchor_weight)
+    if config is None:
+        kind = settings.pop("solve", None)
+        config = SolveConfig.parse({**settings, "kind": kind})
+    elif settings:
+        raise InvalidInputError(f"give config= or its settings ({', '.join(settings)}), not both")
+    check_pool(config, anchor_images is not None)
     model = load_model(target)
     descriptors = list(descriptors)
     if not descriptors:
@@ -72,7 +69,7 @@ def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str
             canon = (probes or {}).get(desc.grid.probe_digest)
             canon = canon if canon is not None else store.get(desc.grid.probe_digest)
             F, G = target_grid(model, canon, desc.grid.prompts, cache=cache, progress=progress)
-            solvers[desc.grid] = RidgeSolver(F, G, mu_a=mu_a, mu_b=mu_b, anchor=pool, anchor_weight=anchor_weight)
+            solvers[desc.grid] = RidgeSolver(F, G, anchor=pool, **config.solver_settings())
         bank.add(Operator.from_solver(solvers[desc.grid], desc, target=model.fingerprint, form=model.edit_site.form,
                                       anchor_digest=pool_digest))
     return bank
@@ -117,12 +114,8 @@ def apply(model: DualEncoder, edit: Operator | OperatorBank, terms: Mapping | No
     matched = target_match(model, operator.target)
     record = fold(model.edit_site, operator, alpha)
     record.target_match = matched
-    edits = getattr(model, "edits", [])
-    edits.append({"route": "closed_form", "method": method, "alpha": record.alpha, "target": operator.target,
-                  "target_match": matched, "terms": [t.to_json() for t in operator.terms]})
-    model.edits = edits
-    model._base_fingerprint = base
-    model.invalidate_fingerprint()
+    model.record_edit({"route": "closed_form", "method": method, "alpha": record.alpha, "target": operator.target,
+                       "target_match": matched, "terms": [t.to_json() for t in operator.terms]}, base)
     return record
 
 

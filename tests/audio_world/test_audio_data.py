@@ -165,12 +165,14 @@ def test_resample_keeps_a_tone_and_the_kind_of_array():
     assert canonical.resample(tone, 16000, 16000) is not None and np.array_equal(canonical.resample(tone, 16000, 16000), tone)
 
 
-def test_the_audio_modules_are_not_in_the_image_world_recipe():
+def test_the_audio_data_is_not_in_the_image_world_recipe():
     from platonic.world import build
+    from platonic.world.audio import tasks
 
-    # recipe_hash reads world/NAME for NAME in _RECIPE_MODULES: files beside build.py, never world/audio/*
-    assert all("/" not in m and not m.startswith("audio") for m in build._RECIPE_MODULES)
-    assert (build.Path(build.__file__).parent / "audio" / "dataset.py").is_file()
+    # the image world's key is its declared recipe: its own tasks and models, no audio task or control
+    record = build.recipe_record(build.PROFILES["tiny"], 0)
+    assert set(record["tasks"]) == set(build.world_data.all_sets()) and set(record["specs"]) == set(build.MODEL_NAMES)
+    assert not set(record["tasks"]) & (set(tasks.all_sets()) - set(build.world_data.all_sets()))
 
 
 def test_make_debian_installs_every_package_the_audio_world_names():

@@ -21,7 +21,7 @@ def tiny_audio_world(tmp_path_factory):
     old = {k: os.environ.get(k) for k in ("PLATONIC_CACHE", "PLATONIC_WORLD_PROFILE", "PLATONIC_QUIET")}
     os.environ.update(PLATONIC_CACHE=str(root), PLATONIC_WORLD_PROFILE="tiny")
     os.environ.pop("PLATONIC_QUIET", None)  # the build reports progress into a log (not a terminal) kept here
-    from platonic.experiments.audio_world_checks import audio_world_report
+    from platonic.experiments.checks.audio_world import audio_world_report
     from platonic.world.audio.build import ensure_audio_world
 
     def cpu() -> float:  # this process and its finished children (the build's workers, the renderers)

@@ -19,7 +19,7 @@ PROTOCOLS = ("addition", "negation", "generalization")
 
 @pytest.fixture(scope="module")
 def audio_setup(tiny_audio_world):
-    from platonic.cli import load_setup
+    from platonic.experiments.setups import load_setup
 
     return load_setup("audio-world")  # the session's tiny audio world ($PLATONIC_WORLD_PROFILE, $PLATONIC_CACHE)
 
@@ -37,7 +37,7 @@ def test_audio_world_setup_describes_the_audio_world(audio_setup, tiny_audio_wor
 
 
 def test_audio_world_setup_refuses_unknown_names(tiny_audio_world):
-    from platonic.experiments.audio_world_setup import audio_world_setup
+    from platonic.experiments.setups.audio_world import audio_world_setup
 
     with pytest.raises(InvalidInputError, match="unknown audio world model.*cnn"):
         audio_world_setup(path=tiny_audio_world["path"], models=["vit-a"], progress=False)
@@ -104,7 +104,7 @@ def test_an_audio_world_descriptor_moves_into_a_transformers_clap_and_its_export
     from transformers import ClapFeatureExtractor, ClapModel
 
     from platonic import apply, load_model, measure, save_model, solve_bank
-    from platonic.experiments.audio_world_checks import audio_world_parts
+    from platonic.experiments.checks.audio_world import audio_world_parts
     from platonic.models.audio import CANONICAL_RATE, resample
 
     world = audio_world_parts(tiny_audio_world["path"], models=["cnn"])
@@ -135,7 +135,7 @@ def test_world_probes_feed_platonic_measure_on_the_command_line(tiny_audio_world
     from safetensors.torch import load_file
 
     from platonic.cli import app
-    from platonic.experiments.audio_world_checks import audio_world_parts
+    from platonic.experiments.checks.audio_world import audio_world_parts
     from platonic import Descriptor
 
     runner = CliRunner()

@@ -102,7 +102,11 @@ def test_recipe_hash_covers_the_recipe_and_leaves_the_image_world_alone(monkeypa
     tiny = ab.PROFILES["tiny"]
     assert ab.recipe_hash(tiny, 0) == ab.recipe_hash(tiny, 0) != ab.recipe_hash(tiny, 1)
     assert ab.audio_world_dir("tiny") != ab.audio_world_dir("full")
-    assert not any(name.startswith("audio") for name in image_build._RECIPE_MODULES)
+    image_record = image_build.recipe_record(image_build.PROFILES["tiny"], 0)  # no audio spec or task in it
+    assert set(image_record["specs"]) == set(image_build.MODEL_NAMES) and not set(image_record["specs"]) & set(ab.MODEL_NAMES)
+    assert set(image_record["tasks"]) == set(image_build.world_data.all_sets())
+    assert set(ab.recipe_record(tiny, 0)) == {"version", "recipe", "data", "seed", "pretrain", "replay_per_task",
+                                              "sources", "specs"}
 
 
 @pytest.mark.parametrize("spec, match", [("world:audio/nope", "cnn"), ("world:audio/cnn/notatask", "task"),
@@ -124,7 +128,7 @@ def test_unknown_profile_is_refused(monkeypatch):
 def test_cli_audio_build_uses_the_cache_and_refuses_an_unknown_profile(tiny_audio_world):
     from typer.testing import CliRunner
 
-    from platonic.cli_world import world_app
+    from platonic.cli.world import world_app
 
     result = CliRunner().invoke(world_app, ["audio-build", "--profile", "tiny", "--quiet", "--workers", "1"])
     assert result.exit_code == 0, result.output
@@ -133,3 +137,18 @@ def test_cli_audio_build_uses_the_cache_and_refuses_an_unknown_profile(tiny_audi
     assert where.exit_code == 0 and where.output.strip() == str(tiny_audio_world["path"])
     bad = CliRunner().invoke(world_app, ["audio-build", "--profile", "huge"])
     assert bad.exit_code != 0
+
+
+def test_the_tiny_audio_worlds_weights_are_pinned(tiny_audio_world):
+    """A change of what the audio build trains must bump its RECIPE_VERSION and re-pin (scripts/pin_tiny_worlds.py)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from weight_pins import differences
+
+    pins_file = Path(__file__).with_name("tiny_audio_world_pins.json")
+    assert json.loads(pins_file.read_text())["recipe"] == ab.RECIPE_VERSION, "re-pin with scripts/pin_tiny_worlds.py"
+    changed = differences(tiny_audio_world["path"], pins_file)
+    assert not changed, ("the tiny audio world's weights moved without a RECIPE_VERSION bump: " + "; ".join(changed[:5]))

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from platonic import InvalidInputError
 from platonic.cli import app
-from platonic.experiments.config import config_from_options, input_form
+from platonic.experiments.setups import config_from_options, input_form
 from platonic.models.audio import CANONICAL_RATE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -61,19 +61,20 @@ def test_experiment_addition_runs_on_audio_models_and_sound_folders(audio_world_
 
 
 def test_an_audio_setup_builds_clips_for_probes_val_test_and_controls(audio_world_on_disk, monkeypatch):
-    from platonic.experiments import config as config_module
+    from platonic.experiments.setups import data as data_module
+    from platonic.experiments.setups import yaml as config_module
 
     root = audio_world_on_disk
     config = config_from_options([f"a={root / 'clap0'}", f"b={root / 'clap1'}"], [f"pitch={root / 'data' / 'pitch'}"],
                                  [f"others={root / 'data' / 'others'}"], [], task_arithmetic=True)  # no sources needed
     calls = {}
-    real = config_module._task
+    real = data_module.read_task
 
     def spy(name, cfg, size, cfg_all, **form):
         calls[name] = spec, train = real(name, cfg, size, cfg_all, **form)
         return spec, train
 
-    monkeypatch.setattr(config_module, "_task", spy)
+    monkeypatch.setattr(data_module, "read_task", spy)
     monkeypatch.setattr(config_module, "measure_on_grids", lambda *a, **k: ({}, {}))  # the data only
     monkeypatch.setattr(config_module, "descriptor_cosines", lambda *a, **k: {})
     setup = config_module.config_setup(config, progress=False)

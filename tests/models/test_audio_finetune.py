@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from platonic.cli import app
 from platonic.data.resolve import open_task
-from platonic.finetune import FinetuneConfig
-from platonic.finetune_output import finetune_on_task
-from platonic.measurement import load_finetuned
+from platonic.finetuning.training import FinetuneConfig
+from platonic.finetuning.output import finetune_on_task
+from platonic.finetuning import load_finetuned
 from platonic.models import load_model
 from platonic.models.audio import CANONICAL_RATE
 

@@ -6,7 +6,7 @@ import soundfile
 import torch
 
 from platonic import InvalidInputError
-from platonic.cli import load_probes
+from platonic.data.probe_files import load_probes
 from platonic.models.audio import CANONICAL_RATE, canonical_audio, resample
 
 from conftest import get_model

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from platonic.cli import app
 from platonic.errors import InvalidInputError, PickledCheckpointError, UnpinnedRevisionError
-from platonic.finetuned import load_finetuned, require_pinned
+from platonic.finetuning.sources import load_finetuned, require_pinned
 from platonic.measurement import EmbeddingCache, measure
 
 PROMPTS = ["a photo of a cat.", "a photo of a dog.", "a photo of a bird."]
@@ -195,7 +195,7 @@ def test_require_pinned_refuses_unpinned_hub_revisions(tmp_path, tiny_open_clip)
 
 
 def test_a_yaml_setup_with_require_pinned_refuses_before_loading(tmp_path):
-    from platonic.experiments.config import check_files, config_from_options
+    from platonic.experiments.setups import check_files, config_from_options
 
     config = config_from_options(["a=open_clip:ViT-S-32", "b=open_clip:RN50"], [f"toy={tmp_path}"], [],
                                  ["a/toy=hf:org/a-ft", "b/toy=hf:org/b-ft@" + "f" * 40])

@@ -66,7 +66,7 @@ def test_apply_errors_are_clear(tmp_path):
 
 
 def test_parse_terms():
-    from platonic.cli import parse_terms
+    from platonic.terms import parse_terms
 
     assert parse_terms("eurosat:+1, dtd:-0.5,svhn@open_clip:ViT-B-32:2") == {"eurosat": 1.0, "dtd": -0.5, "svhn@open_clip:ViT-B-32": 2.0}
     import pytest

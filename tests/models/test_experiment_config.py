@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from platonic import InvalidInputError
 from platonic.cli import app
-from platonic.experiments.config import config_from_options, read_config
+from platonic.experiments.setups import config_from_options, read_config
 
 TASKS = {"reds": ("crimson", "scarlet"), "blues": ("navy", "sky_blue"), "greens": ("olive", "lime")}
 SPLITS = {"train": 4, "val": 2, "test": 3}
@@ -106,7 +106,7 @@ def test_a_bad_setup_names_the_problem(world_on_disk, change, message):
 
 
 def test_a_missing_data_folder_is_named_before_any_model_runs(world_on_disk):
-    from platonic.experiments.config import config_setup
+    from platonic.experiments.setups import config_setup
 
     config = read_config(setup_yaml(world_on_disk, tasks={"reds": {"data": "nowhere"}}, related_group=[], held_out=None,
                                     sources={}))
@@ -130,7 +130,7 @@ def test_command_line_options_make_or_extend_a_setup(world_on_disk):
 
 @pytest.mark.slow
 def test_a_one_task_setup_with_listed_and_made_sources(world_on_disk):
-    from platonic.experiments.config import config_setup
+    from platonic.experiments.setups import config_setup
 
     config = read_config(setup_yaml(world_on_disk, tasks={"reds": {"data": "data/reds"}}, related_group=[], held_out=None))
     setup = config_setup(config, progress=False)

@@ -5,9 +5,9 @@ import torch
 from conftest import get_model  # noqa: F401 - the session's model cache
 from test_experiment_config import setup_yaml, world_on_disk  # noqa: F401 - fixture
 
-from platonic.experiments import config as config_module
-from platonic.experiments import finetune_cache
-from platonic.experiments.config import config_setup, read_config
+from platonic.experiments.setups import yaml as config_module
+from platonic.experiments.engine import finetune_cache
+from platonic.experiments.setups import config_setup, read_config
 
 
 def _one_task(root, **extra):

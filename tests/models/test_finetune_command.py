@@ -10,7 +10,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from platonic.cli import app
-from platonic.measurement import load_finetuned, measure
+from platonic.finetuning import load_finetuned
+from platonic.measurement import measure
 
 datasets = pytest.importorskip("datasets")
 SPEC = "open_clip:ViT-S-32"

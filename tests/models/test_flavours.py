@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from platonic import InvalidInputError
-from platonic.attention import attention_lora_modules, attention_weight_names
-from platonic.finetune import FinetuneConfig, _trainable, finetune
+from platonic.finetuning.attention import attention_lora_modules, attention_weight_names
+from platonic.finetuning import FinetuneConfig, finetune, trainable_parameters
 
 from conftest import get_model
 
@@ -42,7 +42,7 @@ def test_attft_skips_open_clip_attentional_pooler_and_refuses_a_resnet_attention
 def test_attft_on_transformers_clip_names_and_trains_exactly_q_k_v_out_weights():
     model = get_model("hf:tiny-clip")
     expected = [f"encoder.layers.{i}.self_attn.{p}_proj.weight" for i in range(2) for p in ("q", "k", "v", "out")]
-    assert [n for n, _ in _trainable(model, "attention")] == expected  # no biases, no visual_projection
+    assert [n for n, _ in trainable_parameters(model, "attention")] == expected  # no biases, no visual_projection
     tower_names = dict(model.tower.named_parameters())
     assert attention_weight_names(model.tower) == expected and all(n in tower_names for n in expected)
     probes = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
@@ -59,7 +59,7 @@ def test_lora_att_wraps_q_k_v_out_and_orthoreg_sees_scaled_BA_of_each():
     model = get_model("hf:tiny-clip")
     assert attention_lora_modules(model.tower) == [f"encoder.layers.{i}.self_attn.{p}_proj" for i in range(2)
                                                    for p in ("q", "k", "v", "out")]
-    from platonic.lora import attach_lora, lora_weight_deltas
+    from platonic.finetuning.lora import attach_lora, lora_weight_deltas
 
     ft = model.copy_for_new_weights()
     attach_lora(ft.tower, attention_lora_modules(ft.tower), 4, 8.0, ft.spec, seed=0)
@@ -80,12 +80,12 @@ def test_world_vit_attft_excludes_nothing_but_its_blocks_and_map_vit_skips_its_p
     from platonic.world.zoo import SPECS, WorldModel, build_module
 
     vit = WorldModel(SPECS["vit-a"], build_module(SPECS["vit-a"], 0))
-    assert [n for n, _ in _trainable(vit, "attention")] == [f"blocks.{i}.attn.{p}_proj.weight" for i in range(4)
+    assert [n for n, _ in trainable_parameters(vit, "attention")] == [f"blocks.{i}.attn.{p}_proj.weight" for i in range(4)
                                                             for p in ("q", "k", "v", "out")]
     map_vit = WorldModel(SPECS["map-vit"], build_module(SPECS["map-vit"], 0))
-    names = [n for n, _ in _trainable(map_vit, "attention")]
+    names = [n for n, _ in trainable_parameters(map_vit, "attention")]
     assert names == [f"blocks.{i}.attn.{p}_proj.weight" for i in range(3) for p in ("q", "k", "v", "out")]  # not head.attn
     for name in ("resnet", "convnext", "mixer"):
         model = WorldModel(SPECS[name], build_module(SPECS[name], 0))
         with pytest.raises(InvalidInputError, match="no transformer attention layers"):
-            _trainable(model, "attention")
+            trainable_parameters(model, "attention")

@@ -154,7 +154,7 @@ def test_bank_refuses_another_target(tmp_path):
 
 @pytest.mark.parametrize("mode", ["lora", "attention"])
 def test_lora_and_attention_finetunes_on_a_real_architecture(mode):
-    from platonic.finetune import FinetuneConfig, finetune
+    from platonic.finetuning.training import FinetuneConfig, finetune
 
     model = get_model("hf:tiny-clip")
     x = probes_n(8)

@@ -153,8 +153,8 @@ def test_check_validates_without_loading(recipe_dir):
 
 
 def test_a_tasks_finetune_change_replaces_the_blocks_length():
-    from platonic.experiments.config import task_finetune
-    from platonic.finetune import FinetuneConfig
+    from platonic.experiments.setups import task_finetune
+    from platonic.finetuning.training import FinetuneConfig
 
     block = FinetuneConfig(mode="lora", steps=50, lr=1e-3, schedule="constant")
     one_epoch = task_finetune(block, "sun397", {"epochs": 1})

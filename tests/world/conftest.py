@@ -20,7 +20,7 @@ def tiny_world(tmp_path_factory):
     old = {k: os.environ.get(k) for k in ("PLATONIC_CACHE", "PLATONIC_WORLD_PROFILE", "PLATONIC_QUIET")}
     os.environ.update(PLATONIC_CACHE=str(root), PLATONIC_WORLD_PROFILE="tiny")
     os.environ.pop("PLATONIC_QUIET", None)  # the build reports progress, into a log (not a terminal) kept here
-    from platonic.experiments.world_checks import world_report
+    from platonic.experiments.checks.world import world_report
     from platonic.world.build import KINDS, ensure_world
 
     log = io.StringIO()

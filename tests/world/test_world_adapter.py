@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from platonic import AdaptConfig, Operator, adapt
 from platonic.cli import app
-from platonic.experiments.world_setup import world_data
+from platonic.experiments.setups.world import world_data
 from platonic.measurement import EmbeddingCache, measure, target_grid
 from platonic.models import load_model
 from platonic.world.data import TASKS
@@ -33,7 +33,7 @@ def test_adapter_fits_the_targets_own_descriptor_better_than_the_closed_form(mod
     assert desc.shape[0] > target.embed_dim
     F, G = target_grid(target, probes, desc.grid.prompts, cache=cache, progress=False)
     closed_form = Operator.solve(F, G, desc, target=target.fingerprint, form=target.edit_site.form).residual
-    # lr 3e-3: the adapter learning rate chosen on the world's validation splits (README, scripts/adapter_validation.py).
+    # lr 3e-3: the adapter learning rate chosen on the world's validation splits (README, research/adapter_validation.py).
     # At 1e-3 vit-a / shapes lost once the world moved to 128-d embeddings (0.090 vs 0.087), where the closed
     # form has 4x the parameters; mixer / fashion won at both rates.
     # 40 epochs (280 steps on these 400 probes, under the paper's 540-step cap): at the paper's 20 epochs (140 steps)

@@ -96,8 +96,8 @@ def test_a_tangent_profile_stores_dtheta_and_loads_the_expansion(tiny_world, tmp
     (unchanged) tower, and world:NAME/TASK is then f(x; theta_0) + J f(x; theta_0) dtheta."""
     import dataclasses
 
-    from platonic.experiments.world_setup import world_data
-    from platonic.linearize import LinearizedEncoder, tangent_forward
+    from platonic.experiments.setups.world import world_data
+    from platonic.finetuning.linearize import LinearizedEncoder, tangent_forward
     from platonic.world.backend import load_world_model
 
     src, dst = tiny_world["path"], tmp_path / "tangent-world"
@@ -127,7 +127,7 @@ def test_a_tangent_profile_stores_dtheta_and_loads_the_expansion(tiny_world, tmp
 def test_cli_build_uses_cache(tiny_world):
     from typer.testing import CliRunner
 
-    from platonic.cli_world import world_app
+    from platonic.cli.world import world_app
 
     result = CliRunner().invoke(world_app, ["build", "--profile", "tiny", "--quiet"])
     assert result.exit_code == 0, result.output

@@ -3,7 +3,9 @@
 import pytest
 import torch
 
+from platonic.data.probes import probe_indices
 from platonic.world import data as wd
+from platonic.world import glyphs
 
 
 def test_eight_tasks_two_controls_each_with_one_template():
@@ -18,15 +20,15 @@ def test_eight_tasks_two_controls_each_with_one_template():
 
 
 def test_probe_draw_is_seeded_permutation_30_per_class():
-    idx = wd.probe_indices(1000, 10)
+    idx = probe_indices(1000, 10)
     assert idx.shape == (300,) and len(set(idx.tolist())) == 300
-    assert torch.equal(idx, wd.probe_indices(1000, 10))
+    assert torch.equal(idx, probe_indices(1000, 10))
     assert torch.equal(idx, torch.randperm(1000, generator=torch.Generator().manual_seed(42))[:300])
 
 
 def test_font_splits_are_disjoint_families():
-    fonts = [p for p in sorted(wd.AENIGMA_DIR.glob("*.ttf"))[:60]]
-    split = wd.split_fonts(fonts)
+    fonts = [p for p in sorted(glyphs.AENIGMA_DIR.glob("*.ttf"))[:60]]
+    split = glyphs.split_fonts(fonts)
     names = {k: {p.stem for p in v} for k, v in split.items()}
     assert not names["train"] & names["test"] and not names["train"] & names["val"] and not names["val"] & names["test"]
     assert names["test"]
@@ -36,18 +38,19 @@ def test_glyph_and_procedural_images_are_canonical_uint8():
     import numpy as np
 
     rng = np.random.default_rng(0)
-    font = sorted(wd.AENIGMA_DIR.glob("*.ttf"))[0]
-    g = wd.render_glyph(font, "A", rng)
+    font = sorted(glyphs.AENIGMA_DIR.glob("*.ttf"))[0]
+    g = glyphs.render_glyph(font, "A", rng)
     assert g.shape == (3, wd.CANONICAL_SIZE, wd.CANONICAL_SIZE) and g.dtype == np.uint8 and g.max() > 100
     for name in wd.PROCEDURAL:
         s = wd.make_procedural(name, 2, rng)
         assert s.images.shape == (2 * wd.TASKS[name].n_classes, 3, 32, 32) and s.images.dtype == torch.uint8
 
 
-@pytest.mark.parametrize("attr,package", [("FASHION_DIR", "dataset-fashion-mnist"), ("AENIGMA_DIR", "fonts-aenigma"),
-                                          ("DEJAVU_DIR", "fonts-dejavu-core")])
-def test_missing_debian_package_is_named(monkeypatch, tmp_path, attr, package):
-    monkeypatch.setattr(wd, attr, tmp_path / "absent")
+@pytest.mark.parametrize("module,attr,package", [(wd, "FASHION_DIR", "dataset-fashion-mnist"),
+                                                 (glyphs, "AENIGMA_DIR", "fonts-aenigma"),
+                                                 (glyphs, "DEJAVU_DIR", "fonts-dejavu-core")])
+def test_missing_debian_package_is_named(monkeypatch, tmp_path, module, attr, package):
+    monkeypatch.setattr(module, attr, tmp_path / "absent")
     with pytest.raises(wd.MissingDataError, match=package):
         wd.require_debian_data()
 

@@ -2,8 +2,8 @@
 
 import torch
 
-from platonic.experiments import finetune_cache
-from platonic.experiments.world_setup import world_data, ascended
+from platonic.experiments.engine import finetune_cache
+from platonic.experiments.setups.world import world_data, ascended
 from platonic.models import load_model
 from platonic.world.data import TASKS
 

@@ -74,7 +74,7 @@ def test_anisotropy_spreads_the_rows_under_gradient_descent():
 
 
 def test_sampler_names_the_set_of_every_row(tiny_world):
-    data, vocab, _ = world_build._load_world_inputs(tiny_world["path"])
+    data, vocab, _ = world_build.load_world_inputs(tiny_world["path"])
     sampler = CaptionSampler(SPECS["vit-a"], data, vocab, seed=5)
     imgs, caps, set_ids = sampler.sample(48)
     assert len(imgs) == len(caps) == len(set_ids) == 48

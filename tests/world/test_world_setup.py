@@ -3,9 +3,9 @@
 import torch
 
 from platonic.experiments import run_experiments
-from platonic.experiments.fastpath import single_thread
-from platonic.experiments.setup import measure_on_grids
-from platonic.experiments.world_setup import world_parts, world_setup
+from platonic.experiments.engine.fastpath import single_thread
+from platonic.experiments.engine.setup import measure_on_grids
+from platonic.experiments.setups.world import world_parts, world_setup
 
 MODELS, TASKS = ["vit-a", "vit-b"], ["fashion", "digits"]
 
@@ -23,7 +23,7 @@ def test_world_descriptors_are_measured_on_first_use_and_equal_eager_ones(tiny_w
 
 
 def test_a_lookup_inside_a_single_threaded_fast_path_measures_with_the_setups_threads(tiny_world, monkeypatch):
-    import platonic.experiments.setup as setup_module
+    from platonic.experiments.engine import setup as setup_module
 
     threads, real = [], setup_module.measure_on_grids
     monkeypatch.setattr(setup_module, "measure_on_grids", lambda *a: threads.append(torch.get_num_threads()) or real(*a))

@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 
 from ..storage import atomic_write
-from .report import MIN_ORACLE_GAIN, alpha_rows, method_means, retention
+from .tables import MIN_ORACLE_GAIN, alpha_rows, method_means, retention
 
 PLOT_NAMES = ("retention.png", "alpha_tradeoff.png")
 HEATMAP_PREFIX = "cosine_"

@@ -3,8 +3,11 @@
 An entry names everything the runner, the command line and the report need of one experiment: its
 runner, whether it runs on the fast path, the parts that train (a slow baseline, the adapter route
 on a subset of its cells), its methods in table order with their labels, the table's title and
-columns, the paper reference, and its defaults (the fold strength alpha and the solve's ridge
-weights). `platonic experiment` takes `--alpha`, `--mu-a` and `--mu-b` defaults from here;
+columns, its report function, the paper reference, its defaults (the fold strength alpha and the
+solve's ridge weights), and which options it takes: its runner's own keywords (`options`), whether it
+solves descriptors (the solve's options), whether it fine-tunes through the fine-tune cache (`steps`),
+and whether it runs alone on a setup of its own (`standalone`). `platonic experiment` takes its
+defaults and checks every option against the named entries (`experiments.command`);
 `PROTOCOLS.register` refuses a name that is already taken.
 """
 
@@ -14,11 +17,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
 from ..errors import InvalidInputError
-from .adapter_cells import addition_adapter, negation_adapter
-from .fastpath import SolveSettings
-from .orthoreg_sources import orthoreg_sources
-from .protocols import addition, alpha_sweep, generalization, negation, negation_gradient_ascent, weight_space
-
+from ..solve_config import SolveConfig
+from .protocols.adapter_cells import addition_adapter, negation_adapter
+from .protocols.orthoreg_sources import orthoreg_sources
+from .protocols.paper import addition, alpha_sweep, generalization, negation, negation_gradient_ascent
+from .protocols.task_arithmetic import run_task_arithmetic
+from .protocols.task_arithmetic_report import task_arithmetic_tables
+from .protocols.weight_space import weight_space
+from .tables import alpha_table, orthoreg_sources_tables, protocol_table
 
 # labels of the methods several experiments share; each entry labels its own
 SHARED_LABELS = {"zero_shot": "zero-shot", "closed_form": "closed form",
@@ -37,6 +43,12 @@ class Protocol:
     experiment "NAME/adapter", methods `ADAPTER_METHODS`). options: the keyword options the runner
     takes beyond alpha (e.g. "val_size"); reports: it also takes report= (a dict it fills with
     "timings" and "diagnostics", merged into results.json) and log= (a line printer).
+    report(protocol, results, registry) -> the Markdown lines of its tables (`experiments.tables`).
+    solves: it solves descriptors in closed form (the solve's settings apply); fine_tunes: it fine-tunes
+    through the fine-tune cache (the recipe's steps apply). standalone: a non-empty note says the
+    experiment runs alone, on its own setup (`experiments.setups.labelled`), with a runner
+    runner(setup, **options) -> {"cells", "timings", "settings", "diagnostics"}; the note explains
+    why the descriptor options do not apply to it.
     """
 
     name: str
@@ -47,14 +59,22 @@ class Protocol:
     labels: Mapping[str, str] = field(default_factory=dict)
     columns: tuple[str, ...] = ("A",)
     column_labels: Mapping[str, str] = field(default_factory=dict)
+    report: Callable[..., list[str]] = protocol_table
     fast_path: bool = True
     alpha: float | None = 0.5
-    solve: SolveSettings = SolveSettings()
+    solve: SolveConfig = SolveConfig()
     slow_part: Callable[..., list[dict]] | None = None
     adapter_part: Callable[..., list[dict]] | None = None
     adapter_title: str = ""
     options: tuple[str, ...] = ()  # keyword options the runner takes (run_experiments(options={name: {...}}))
     reports: bool = False  # the runner takes report= (a dict it fills with "timings" / "diagnostics") and log=
+    solves: bool = True
+    fine_tunes: bool = False
+    standalone: str = ""
+
+    def has_records(self, experiments) -> bool:
+        """Whether a run's experiment names (a cell's "experiment") hold this protocol's own records."""
+        return any(e == self.name or (e.startswith(f"{self.name}/") and e != f"{self.name}/adapter") for e in experiments)
 
 
 class Registry(Mapping[str, Protocol]):
@@ -94,6 +114,10 @@ class Registry(Mapping[str, Protocol]):
                 return protocol.labels[method]
         return SHARED_LABELS.get(method, method)
 
+    def taking(self, predicate: Callable[[Protocol], bool]) -> list[str]:
+        """The names of the entries `predicate` holds for, in registration order."""
+        return [name for name, protocol in self._entries.items() if predicate(protocol)]
+
 
 TWO_TASKS = {"A": "task A", "B": "task B"}
 
@@ -118,13 +142,15 @@ PROTOCOLS = Registry([
               "two_two_sources": "two operators, two sources"},
              column_labels={"A": "held-out task"}, alpha=0.5),
     Protocol("alpha", alpha_sweep, "method.md §1.5, strength alpha from 0.5 to 1 (gains vs control cost)",
-             "Strength sweep (single-term cross-model addition)", ("zero_shot", "closed_form"), alpha=None),
+             "Strength sweep (single-term cross-model addition)", ("zero_shot", "closed_form"), report=alpha_table,
+             alpha=None),
     Protocol("weight_space", weight_space, "method.md §1.7, weight-space baselines (same architecture)",
              "Weight-space baselines (two-task addition on the transports' targets; closed form on the transport cells)",
              ("zero_shot", "task_arithmetic", "weight_transport", "closed_form"),
              {"task_arithmetic": "task arithmetic within the model (alpha on val)",
               "weight_transport": "weight-space transport, same architecture (alpha on val)"},
-             columns=("A", "B"), column_labels=TWO_TASKS, fast_path=False, alpha=0.5, options=("val_size",), reports=True),
+             columns=("A", "B"), column_labels=TWO_TASKS, fast_path=False, alpha=0.5, options=("val_size",), reports=True,
+             fine_tunes=True),
     Protocol("orthoreg_sources", orthoreg_sources, "method.md §2's OrthoReg fine-tunes as the descriptor sources of §1.5's "
              "two-task addition across models, beside plain ones, alpha 0.5 (beyond both papers, issue 13)",
              "Two-task addition across models, plain vs OrthoReg descriptor sources (accuracy %, mean over cells)",
@@ -132,7 +158,14 @@ PROTOCOLS = Registry([
              {"plain_sources": "closed form, plain sources", "plain_oracle": "oracle, plain (target's own)",
               "orthoreg_sources": "closed form, OrthoReg sources (lambda on val)",
               "orthoreg_oracle": "oracle, OrthoReg (target's own)"},
-             columns=("A", "B"), column_labels=TWO_TASKS, alpha=0.5, options=("lambdas", "val_size"), reports=True),
+             columns=("A", "B"), column_labels=TWO_TASKS, report=orthoreg_sources_tables, alpha=0.5,
+             options=("lambdas", "val_size"), reports=True, fine_tunes=True),
+    Protocol("task_arithmetic", run_task_arithmetic, "method.md §2, weight-space task arithmetic per fine-tuning flavour, "
+             "without and with OrthoReg (the OrthoReg paper's tables)",
+             "Task arithmetic: addition and negation per flavour, plain and with OrthoReg",
+             ("zero_shot", "full", "attention", "lora", "linear"), report=task_arithmetic_tables, fast_path=False,
+             alpha=None, options=("flavours", "lambdas", "negation_flavours", "val_size", "recipe"), solves=False,
+             fine_tunes=True, standalone="it chooses alpha on validation and fine-tunes its own task vectors"),
 ])
 
 
@@ -140,7 +173,8 @@ def check_experiments(names, related_group=None, held_out=None, baselines=None) 
     """Refuse experiment names that are unknown or repeated, and experiments the setup cannot run.
 
     related_group / held_out / baselines: the setup's, when known (None: not checked). generalization
-    needs a related group and a held-out task; weight_space needs the setup's task vectors.
+    needs a related group and a held-out task; weight_space needs the setup's task vectors; a
+    standalone experiment (task_arithmetic) runs alone.
     """
     names = list(names)
     unknown = [n for n in names if n not in PROTOCOLS]
@@ -150,6 +184,10 @@ def check_experiments(names, related_group=None, held_out=None, baselines=None) 
     if repeated:
         raise InvalidInputError(f"experiment(s) {', '.join(repeated)} named more than once; name each once "
                                 "(a repeat would count every cell twice)")
+    alone = [n for n in names if PROTOCOLS[n].standalone]
+    if alone and len(names) > 1:
+        raise InvalidInputError(f"{alone[0]} fine-tunes and writes its own tables: run it alone (platonic experiment "
+                                f"{alone[0]}), the other experiments in another run")
     if "generalization" in names and related_group is not None and not (related_group and held_out):
         raise InvalidInputError("generalization needs a related group of tasks and a held-out related task, and this "
                                 "setup has none; in a YAML setup add related_group: [TASK, TASK] and held_out: TASK")

@@ -6,7 +6,6 @@ import inspect
 import json
 import time
 from contextlib import nullcontext
-from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
@@ -16,27 +15,31 @@ from ..descriptor import utc_now
 from ..environment import cpu_record, library_versions
 from ..errors import InvalidInputError
 from ..measurement import EmbeddingCache
+from ..preflight import check_writable_directory
+from ..solve_config import SolveConfig
 from ..storage import atomic_write
-from .fastpath import FeatureStore, single_thread
-from .registry import PROTOCOLS, SolveSettings, check_experiments
+from .engine import ExperimentSetup, FeatureStore, single_thread
 from .plots import clear_plots, write_plots
-from .report import new_results, render_tables
-from .setup import ExperimentSetup
+from .registry import PROTOCOLS, check_experiments
+from .report import load_results, new_results, render_tables
 
 
 def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, *, alpha: float | None = None,
-                    solve: SolveSettings | None = None, cache: EmbeddingCache | None = None, progress: bool = True,
+                    solve: SolveConfig | None = None, cache: EmbeddingCache | None = None, progress: bool = True,
                     plots: bool = True, diagnostics: dict | None = None, adapter_cells: int = 0,
                     adapter_config: AdaptConfig | None = None, anchor_images=None, trained_baselines: bool = True,
                     options: dict | None = None, log=None) -> dict:
-    """Run the named protocols ("addition", "negation", "generalization", "alpha", "weight_space") and return results.
+    """Run the named protocols (`registry.PROTOCOLS`: "addition", "negation", ...) and return results.
+
+    A standalone protocol (task_arithmetic) runs alone on its own setup (a `setups.TaskArithmeticSetup`),
+    with its runner's options in `options` (e.g. {"task_arithmetic": {"flavours": ["full"]}}).
 
     Unknown or repeated names, and protocols the setup cannot run (generalization without a related
     group), are refused before any work.
 
     alpha: the fold strength of every named protocol that folds at one strength (default: each
     registry entry's own, 0.5 for addition, 1.0 for negation); solve: how the closed form is solved,
-    the ridge weights and "paper" | "anchored" (`SolveSettings`; default: each entry's). Both are
+    the ridge weights, "paper" | "anchored", a rank cap (`platonic.SolveConfig`; default: each entry's). Both are
     recorded in the results' settings, per experiment. anchor_images: the anchored solve's pool
     (default: each task's from the other tasks' probes). trained_baselines=False skips the baselines
     that train (gradient ascent), e.g. for a second run that only changes the solve.
@@ -47,20 +50,23 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     the phase times of the runners that report them (weight_space, orthoreg_sources).
     Writes results.json, tables.md and plots into `out_dir` when given.
     """
-    check_experiments(names, related_group=setup.related_group, held_out=setup.held_out, baselines=setup.baselines)
+    check_experiments(names)
     options = {name: dict(opts) for name, opts in (options or {}).items() if opts}
     for name, opts in options.items():
         stray = [k for k in opts if name not in names or k not in PROTOCOLS[name].options]
         if stray:
             raise InvalidInputError(f"option(s) {', '.join(stray)} do not apply to {name}"
                                     + ("" if name in names else " (not among the experiments run)"))
+    if PROTOCOLS[names[0]].standalone:
+        return _run_standalone(PROTOCOLS[names[0]], setup, out_dir, options.get(names[0], {}), progress, plots, log)
+    check_experiments(names, related_group=setup.related_group, held_out=setup.held_out, baselines=setup.baselines)
     alpha = None if alpha is None else as_finite_scalar("alpha", alpha)
     protocols = [PROTOCOLS[name] for name in names]
     if alpha is not None and all(p.alpha is None for p in protocols):
         raise InvalidInputError(f"alpha does not apply to {', '.join(names)} (the sweep has its own strengths)")
     chosen = {p.name: (p.alpha if alpha is None or p.alpha is None else alpha, solve or p.solve) for p in protocols}
     settings = {"experiments": list(names), "created": utc_now(), "environment": {"versions": library_versions(), "cpu": cpu_record()},
-                "protocols": {name: {"alpha": a, **asdict(s), **_option_defaults(PROTOCOLS[name]), **options.get(name, {})}
+                "protocols": {name: {"alpha": a, **s.model_dump(mode="json"), **_option_defaults(PROTOCOLS[name]), **options.get(name, {})}
                               for name, (a, s) in chosen.items()}}
     if not trained_baselines:
         settings["trained_baselines"] = False
@@ -68,7 +74,7 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
         settings["adapter"] = {"cells": adapter_cells, **(adapter_config or AdaptConfig()).model_dump(mode="json")}
     results = new_results(setup.describe(), settings)
     t0 = time.perf_counter()
-    stores: dict[SolveSettings, FeatureStore] = {}
+    stores: dict[SolveConfig, FeatureStore] = {}
     for _, ridge in chosen.values():
         if ridge not in stores:
             pool = anchor_images if ridge.kind == "anchored" else None
@@ -109,6 +115,20 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     return results
 
 
+def _run_standalone(protocol, setup, out_dir, options: dict, progress: bool, plots: bool, log) -> dict:
+    """A standalone experiment (task_arithmetic): its runner on its own setup, as a run directory."""
+    start = time.perf_counter()
+    out = protocol.runner(setup, **options, progress=progress, log=log)
+    results = new_results(setup.describe(), {"experiments": [protocol.name], "created": utc_now(),
+                                             protocol.name: out["settings"]})
+    results["cells"] = out["cells"]
+    results["timings"] = {**out["timings"], "total": time.perf_counter() - start}
+    results["diagnostics"] = out["diagnostics"]
+    if out_dir is not None:
+        write_run(Path(out_dir), results, plots=plots)
+    return results
+
+
 def _option_defaults(protocol) -> dict:
     """The runner's own defaults of the options a protocol takes (so results.json records what ran)."""
     parameters = inspect.signature(protocol.runner).parameters
@@ -130,3 +150,10 @@ def write_run(directory, results: dict, plots: bool = True) -> Path:
     if plots:
         write_plots(directory, results)
     return directory
+
+
+def rerender_run(directory, plots: bool = True) -> Path:
+    """`platonic report DIR`: a run's tables (and plots) written again from its results.json alone."""
+    results = load_results(directory)
+    check_writable_directory(directory, f"the report into {directory}")
+    return write_run(Path(directory), results, plots=plots)

@@ -25,7 +25,6 @@ from ..edit import EditSite, ProbeEmbeddings
 from ..errors import EditSiteError, InvalidInputError
 from ..hashing import update_with_tensor
 
-
 QUERY_VALUE_NAMES = ("q_proj", "v_proj", "q", "v", "query", "value")
 
 
@@ -198,6 +197,16 @@ class DualEncoder(ABC):
     def base_fingerprint(self) -> str:
         """The fingerprint before the first platonic edit: what operators for this model are solved for."""
         return getattr(self, "_base_fingerprint", None) or self.fingerprint
+
+    def record_edit(self, entry: dict, base_fingerprint: str) -> None:
+        """Note an edit that has just changed the weights: `entry` joins `edits` (what an export's card and
+        provenance list), `base_fingerprint` (the model's `base_fingerprint` read *before* the change) stays
+        the pre-edit fingerprint, and the fingerprint of the current weights is recomputed on next use."""
+        edits = getattr(self, "edits", [])
+        edits.append(entry)
+        self.edits = edits
+        self._base_fingerprint = base_fingerprint
+        self.invalidate_fingerprint()
 
     def site_digest(self) -> str:
         """sha256 of the edit site's current tensors (cheap; changes with every fold)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InvalidInputError
-from ..linearize import LinearizedEncoder
+from ..finetuning.linearize import LinearizedEncoder
 from ..models import register_backend
 from .build import KINDS, TANGENT_WEIGHTS, built_kinds, ensure_sources, ensure_world
 from .data import TASKS

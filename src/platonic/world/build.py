@@ -1,7 +1,7 @@
 """Build the world: data, caption cache, pre-training, fine-tuned sources. Cached, versioned.
 
 The builder makes data and weights only; what the world does (accuracies, descriptor agreement, the
-oracle, the acceptance checks) is measured by the experiment engine, `platonic.experiments.world_checks`,
+oracle, the acceptance checks) is measured by the experiment engine, `platonic.experiments.checks`,
 which writes report.json / report.md into the same directory.
 
 Layout of a built world (one directory per version x profile x seed x recipe hash):
@@ -14,12 +14,13 @@ Layout of a built world (one directory per version x profile x seed x recipe has
                                   for a profile whose sources fine-tune in the tangent space (mode "linear")
         build.json                timings, pre-training statistics, fine-tune settings, library versions and CPU
         COMPLETE                  written last, naming the source kinds built; a directory without it is rebuilt
-        report.json, report.md    written by platonic.experiments.world_checks (not part of the build)
+        report.json, report.md    written by platonic.experiments.checks (not part of the build)
 
 $CACHE is $PLATONIC_CACHE, else $XDG_CACHE_HOME/platonic, else ~/.cache/platonic. The recipe hash
-covers the profile's settings and the source of the modules that define the world (data, nets,
-zoo, train, text) and the fine-tuning module `platonic.finetune`, so a change of recipe rebuilds. Work runs in a pool of forked single-threaded worker
-processes (each job seeded on its own, so results do not depend on the number of workers).
+covers the recipe's declared objects (`recipe_record`: versions, profile, seed, model specs, tasks), not
+source files, so moving or documenting code rebuilds nothing; a change of what a build trains bumps
+`RECIPE_VERSION`. Work runs in a pool of forked single-threaded worker processes (each job seeded on its
+own, so results do not depend on the number of workers).
 
 Source kinds are built on demand: `ensure_world()` (the demo, the experiments, `world:NAME/TASK`) builds
 the full sources only; the LoRA sources follow the first time something asks for them (the report,
@@ -30,7 +31,6 @@ the same weights as one built at once (`platonic world build` builds both).
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 import shutil
@@ -45,7 +45,7 @@ from safetensors import safe_open
 
 from ..environment import cpu_record, library_versions
 from ..errors import InvalidInputError
-from ..finetune import FinetuneConfig, finetune
+from ..finetuning import FinetuneConfig, finetune
 from ..paths import cache_root
 from ..progress import LineProgress, track
 from ..storage import atomic_write, write_tensors
@@ -58,13 +58,17 @@ from .train import PretrainConfig, pretrain, set_determinism
 from .zoo import META_KEY, MODEL_NAMES, SPECS, load_weights, model_from_state, save_weights, spec_to_json
 
 WORLD_VERSION = 1
+# The version of the code that trains a world (data rendering, nets, pre-training, the fine-tuning loop).
+# Bump it with any change that alters the weights a build makes; named after the last key that was read
+# from module files, whose weights these are (recipe 089d829ab416).
+RECIPE_VERSION = "089d829ab416"
 
 
 @dataclass(frozen=True)
 class Profile:
     """One build recipe: data sizes, pre-training, and the fine-tune of each source kind.
 
-    sources[kind] is the `platonic.finetune` configuration of that kind's sources ("full": every tower
+    sources[kind] is the `platonic.finetuning.finetune` configuration of that kind's sources ("full": every tower
     parameter; "lora": rank 4 / alpha 8 on the spec's LoRA targets, merged), each with the replay term
     over `replay_per_task` train images of every other task.
     """
@@ -82,11 +86,11 @@ def _sources(steps: int, batch: int, lr: float, lora_lr: float) -> dict[str, Fin
 
     Not CLIP's 100 (`FinetuneConfig`'s default): at 100 the fine-tunes learn more and their oracle operators
     are more local, but what they change stops agreeing across models (same-task descriptor cosine 0.60 ->
-    0.39, fashion 0.88 -> 0.08) and cross-model transfer falls (docs/world.md, "Sources at logit scale 100").
+    0.39, fashion 0.88 -> 0.08) and cross-model transfer falls (docs/lab/2026-12-03-logit-scale-100.md).
     Not tangent-space full sources (mode "linear", which `job_finetune` stores as dtheta and the backend
     loads as a `LinearizedEncoder`): at scale 30 they made the oracle local on four models of six but the
     glyph tasks' descriptors stopped agreeing (same-task cosine 0.29 vs cross-task 0.24), and the build
-    took 41 minutes (docs/world.md, "Tangent sources on six models")."""
+    took 41 minutes (docs/lab/2026-12-03-tangent-sources-world.md)."""
     common = dict(steps=steps, batch_size=batch, warmup_fraction=0.1, logit_scale=None, replay=3.0, replay_batch_size=32)
     return {"full": FinetuneConfig(mode="full", lr=lr, weight_decay=0.1, **common),
             "lora": FinetuneConfig(mode="lora", lr=lora_lr, weight_decay=0.01, lora_rank=4, lora_alpha=8, **common)}
@@ -105,25 +109,22 @@ KINDS = ("full", "lora")
 TANGENT_WEIGHTS = "dtheta"
 TRAINED = {"full": "image tower, all parameters", "lora": "LoRA adapters (merged)", "attention": "image tower, attention",
            "linear": "image tower, all parameters, in its tangent space around the pre-trained weights"}
-_RECIPE_MODULES = ("data.py", "icons.py", "nets.py", "train.py", "text.py")
+
+
+def recipe_record(profile: Profile, seed: int) -> dict:
+    """What determines the built weights, declared: the world's and the recipe's versions, the profile
+    (data sizes, pre-training, every source's `FinetuneConfig`), the seed, the model specs and the tasks
+    (classes, templates, caption hints). No source file is read: code that changes what a build trains
+    bumps `RECIPE_VERSION` (tests/world/test_world_recipe.py pins the tiny world's weights, so a change
+    that moves them without a bump fails there)."""
+    return {"version": WORLD_VERSION, "recipe": RECIPE_VERSION, "profile": _profile_json(profile), "seed": seed,
+            "specs": {name: zoo.spec_to_json(spec) for name, spec in zoo.SPECS.items()},
+            "tasks": {name: asdict(task) for name, task in world_data.all_sets().items()}}
 
 
 def recipe_hash(profile: Profile, seed: int) -> str:
-    """Hash of what determines the built weights: profile, seed, the recipe modules' source, and of
-    zoo.py only the model specs and the module that is trained (not the DualEncoder wrapper, whose
-    edits change no weight)."""
-
-    h = hashlib.sha256()
-    recipe = {"version": WORLD_VERSION, "profile": _profile_json(profile), "seed": seed}
-    h.update(json.dumps(recipe, sort_keys=True, default=str).encode())
-    here = Path(__file__).parent
-    for name in _RECIPE_MODULES:
-        h.update((here / name).read_bytes())
-    h.update(inspect.getsource(inspect.getmodule(finetune)).encode())  # the sources' fine-tuning
-    h.update(json.dumps({name: zoo.spec_to_json(spec) for name, spec in zoo.SPECS.items()}, sort_keys=True).encode())
-    for obj in (zoo.WorldDualEncoder, zoo.build_module):
-        h.update(inspect.getsource(obj).encode())
-    return h.hexdigest()[:12]
+    """The build directory's key: sha256 of `recipe_record` (12 hex digits)."""
+    return hashlib.sha256(json.dumps(recipe_record(profile, seed), sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def _profile_json(profile: Profile) -> dict:
@@ -202,7 +203,7 @@ def ensure_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int 
     lines = LineProgress(len(jobs), label, enabled=progress)
     t0 = time.perf_counter()
     results = []
-    with _pool(workers) as pool:
+    with worker_pool(workers) as pool:
         futures = [pool.submit(job_finetune, str(path), profile, seed, m, t, missing) for m, t in jobs]
         for fut in track(as_completed(futures), total=len(futures), description=label, enabled=progress and not lines.active):
             res = fut.result()
@@ -232,7 +233,7 @@ def _write_build_record(path: Path, build: dict, kinds) -> None:
 _CACHE: dict = {}
 
 
-def _load_world_inputs(path: Path):
+def load_world_inputs(path: Path):
     """(data, vocab, caption_emb) of a world directory, cached per process."""
     key = str(path)
     if key not in _CACHE:
@@ -247,17 +248,17 @@ def _load_world_inputs(path: Path):
     return _CACHE[key]
 
 
-def _model_seed(spec, seed: int) -> int:
+def model_seed(spec, seed: int) -> int:
     return spec.seed + 1000 * seed
 
 
 def job_pretrain(path: str, profile: str, seed: int, name: str) -> dict:
     set_determinism(1)
     path = Path(path)
-    data, vocab, emb = _load_world_inputs(path)
+    data, vocab, emb = load_world_inputs(path)
     spec = SPECS[name]
     t0 = time.perf_counter()
-    module, stats = pretrain(spec, data, vocab, emb, PROFILES[profile].pretrain, _model_seed(spec, seed))
+    module, stats = pretrain(spec, data, vocab, emb, PROFILES[profile].pretrain, model_seed(spec, seed))
     stats["seconds"] = time.perf_counter() - t0
     save_weights(path / "models" / name / "base.safetensors", module.state_dict(),
                  {"spec": spec_to_json(spec), "provenance": {"kind": "pretrained", "profile": profile, "seed": seed, **stats}})
@@ -272,22 +273,22 @@ def replay_pool(data, task: str, per_task: int, seed: int) -> torch.Tensor:
 
 
 def job_finetune(path: str, profile: str, seed: int, name: str, task: str, kinds=KINDS) -> dict:
-    """The sources of `kinds` of (model, task), each a `platonic.finetune` run; writes the towers' weights.
+    """The sources of `kinds` of (model, task), each a `platonic.finetuning.finetune` run; writes the towers' weights.
     A kind's seed depends on its place in KINDS, not in `kinds`: built apart or together, the same weights."""
     set_determinism(1)
     path = Path(path)
-    data, _, _ = _load_world_inputs(path)
+    data, _, _ = load_world_inputs(path)
     spec = SPECS[name]
     state, _ = load_weights(path / "models" / name / "base.safetensors")
     model = model_from_state(spec, state, f"world:{name}")
     prof = PROFILES[profile]
     train = data[task].train
-    replay = replay_pool(data, task, prof.replay_per_task, _model_seed(spec, seed))
+    replay = replay_pool(data, task, prof.replay_per_task, model_seed(spec, seed))
     out = {}
     for kind in kinds:
         k = KINDS.index(kind)
         t0 = time.perf_counter()
-        config = prof.sources[kind].model_copy(update={"seed": _model_seed(spec, seed) * 100 + TASK_NAMES.index(task) * 2 + k})
+        config = prof.sources[kind].model_copy(update={"seed": model_seed(spec, seed) * 100 + TASK_NAMES.index(task) * 2 + k})
         tuned, losses = finetune(model, train.images, train.labels, data[task].task.prompts, config, progress=False,
                                  replay_inputs=replay)
         secs = time.perf_counter() - t0
@@ -304,7 +305,7 @@ def job_finetune(path: str, profile: str, seed: int, name: str, task: str, kinds
 
 # -- orchestration ----------------------------------------------------------------------------------
 
-def _pool(workers: int):
+def worker_pool(workers: int):
     """Forked single-threaded workers (fork, not spawn: callers need no `if __name__ == "__main__"` guard)."""
     return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"), initializer=_init_worker)
 
@@ -357,7 +358,7 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
     args = (str(path), profile, seed)
     pre_stats, ft_stats = {}, []
     t0 = time.perf_counter()
-    with _pool(workers) as pool:
+    with worker_pool(workers) as pool:
         futures = {pool.submit(job_pretrain, *args, m): ("pre", m) for m in MODEL_NAMES}
         pending = dict(futures)
         bar = iter(track(range(total), description=f"building world ({profile})", enabled=progress and not lines.active))

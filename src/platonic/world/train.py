@@ -11,7 +11,7 @@ sets into different directions of the embedding space, so that a task's closed-f
 maps into the span of that task's prompts, leaves the other tasks alone (docs/world.md, "Putting the
 tasks in different directions").
 
-The world's fine-tuned sources are not trained here: they are `platonic.finetune` runs with the
+The world's fine-tuned sources are not trained here: they are `platonic.finetuning.finetune` runs with the
 profile's `FinetuneConfig`s (see `platonic.world.build`).
 """
 
@@ -26,7 +26,7 @@ from torch import nn
 
 from ..edit import appended_identity_parameters
 from ..progress import track
-from .data import TASKS, TaskData, all_sets, caption_pools
+from .data import TASKS, ImageTaskData, all_sets, caption_pools
 from .zoo import ModelSpec, WorldDualEncoder, build_module, normalise_pixels
 
 
@@ -60,7 +60,7 @@ PRETRAIN_SETS = tuple(TASKS) + ("symbols", "objects")  # the controls' train spl
 class CaptionSampler:
     """Draws (images, caption ids) batches from the pre-training mixture of one model."""
 
-    def __init__(self, spec: ModelSpec, data: dict[str, TaskData], vocab: list[str], seed: int):
+    def __init__(self, spec: ModelSpec, data: dict[str, ImageTaskData], vocab: list[str], seed: int):
         index = {c: i for i, c in enumerate(vocab)}
         self.sets = [data[n].train for n in PRETRAIN_SETS]
         sets = all_sets()
@@ -69,7 +69,7 @@ class CaptionSampler:
             pools = caption_pools(sets[n])
             self.name_ids.append(torch.tensor([[index[c] for c in caps] for caps in pools["name"]]))
             self.hint_ids.append(torch.tensor([[index[c] for c in caps] for caps in pools["hint"]]))
-        from .data import GENERIC_CAPTIONS
+        from .tasks import GENERIC_CAPTIONS
 
         self.generic_ids = torch.tensor([index[c] for c in GENERIC_CAPTIONS])
         w = torch.tensor([spec.mixture.get(n, 1.0) for n in PRETRAIN_SETS], dtype=torch.float64)
@@ -112,7 +112,7 @@ def contrastive_loss(zi: torch.Tensor, zt: torch.Tensor, caps: torch.Tensor, log
         return 0.5 * (torch.sum(-target * F.log_softmax(logits, 1), 1).mean() + torch.sum(-target * F.log_softmax(logits.T, 1), 1).mean())
     # sigmoid (SigLIP) loss, balanced: per image, the mean loss over its positives plus the mean over its
     # negatives. The plain sum over pairs (bias -10, scale 10) stayed at chance in this world's short
-    # pre-training (measured, docs/world.md); balancing the two terms made it learn.
+    # pre-training (measured, docs/lab/2026-12-02-world-levers-and-effective-rank.md); balancing the two terms made it learn.
     z = logits + logit.bias
     pos = -(F.logsigmoid(z) * same).sum(1) / same.sum(1)
     neg = -(F.logsigmoid(-z) * (1 - same)).sum(1) / (1 - same).sum(1).clamp_min(1)
@@ -167,7 +167,7 @@ def anisotropy(z: torch.Tensor) -> torch.Tensor:
     return c.shape[0] * (c ** 2).sum()
 
 
-def pretrain(spec: ModelSpec, data: dict[str, TaskData], vocab: list[str], caption_emb: torch.Tensor, cfg: PretrainConfig,
+def pretrain(spec: ModelSpec, data: dict[str, ImageTaskData], vocab: list[str], caption_emb: torch.Tensor, cfg: PretrainConfig,
              seed: int, progress: bool = False) -> tuple[WorldDualEncoder, dict]:
     """Pre-train one zoo model; returns (module, stats). caption_emb (V, 384) MiniLM embeddings of `vocab`.
 

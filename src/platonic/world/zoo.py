@@ -99,7 +99,7 @@ SPECS: dict[str, ModelSpec] = {
         ModelSpec("convnext", "convnext", {"img": 24, "widths": (48, 96), "depths": (2, 2)}, 128, 24, "linear", "clip",
                   "linear", ("pw1", "pw2"), seed=14, mixture={"fashion": 2.0}, name_rate=1.0,
                   image_orthogonality=6.0, prompt_orthogonality=2.0, isotropy=0.2),
-        # the sigmoid loss learns more slowly in this short pre-training (docs/world.md): every caption names
+        # the sigmoid loss learns more slowly in this short pre-training (docs/lab/2026-12-02-world-levers-and-effective-rank.md): every caption names
         # the class, the tower is 96 wide (at 128 its zero-shot fell under 25 %) and the terms are lighter
         ModelSpec("map-vit", "map_vit", {"img": 28, "patch": 4, "width": 96, "depth": 3, "heads": 4}, 96, 28, "mlp",
                   "siglip", "head", ("q_proj", "v_proj"), seed=15, name_rate=1.0,

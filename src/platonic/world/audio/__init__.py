@@ -4,6 +4,6 @@ Modules: `canonical` (16 kHz mono 1 s clips, the resampling helper), `tools` (th
 soundfont and voices; the missing-package error), `splits` (disjoint train / val / test units),
 `tasks` (tasks, controls, templates, captions), `instruments` (fluidsynth + FluidR3 GM), `speech`
 (espeak-ng, flite, festival), `procedural` (beats, noise colours, tempo), `dataset` (profiles, the
-whole data set, storage). docs/audio_world.md describes it. None of these files is part of the image
-world's recipe hash (`platonic.world.build.recipe_hash` reads only world/{data,nets,train,text}.py).
+whole data set, storage). docs/audio_world.md describes it. The audio world's cache keys are its
+declared recipe (`build.data_record`, `build.recipe_record`), not these files.
 """

@@ -2,7 +2,7 @@
 
 Like the image world's builder (`platonic.world.build`) it makes data and weights only; what the world
 does (zero-shot, fine-tuning gain, descriptor agreement, oracle recovery) is measured by the experiment
-engine, `platonic.experiments.audio_world_checks`, which writes report.json / report.md into the same
+engine, `platonic.experiments.checks`, which writes report.json / report.md into the same
 directory.
 
 Layout under $CACHE/audio-world/ ($CACHE: $PLATONIC_CACHE, else $XDG_CACHE_HOME/platonic, else ~/.cache/platonic):
@@ -16,9 +16,9 @@ Layout under $CACHE/audio-world/ ($CACHE: $PLATONIC_CACHE, else $XDG_CACHE_HOME/
         build.json                timings, pre-training statistics, fine-tune settings, library versions and CPU
         COMPLETE                  written last; a directory without it is rebuilt
 
-The data hash covers the sizes, seed, probes and the source of the audio data modules; the recipe hash
-covers that, the profile, the model specs and the source of every module that defines the weights
-(audio nets / zoo / pretrain, the image world's nets / train / text that they reuse, `platonic.finetune`).
+The data hash covers the data version, sizes, seed, probes and tasks (`data_record`); the recipe hash
+covers that, the recipe version, the profile and the model specs (`recipe_record`): declared objects,
+no source file, so moving code rebuilds nothing (tests/audio_zoo pins the tiny audio world's weights).
 Jobs (pre-train one model; fine-tune one (model, task), both kinds) run in forked single-threaded worker
 processes, each seeded by itself, so the weights do not depend on the number of workers.
 """
@@ -26,7 +26,6 @@ processes, each seeded by itself, so the weights do not depend on the number of 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 import shutil
@@ -39,11 +38,10 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from ... import finetune as finetune_module
 from ...data.probes import PROBES_PER_CLASS
 from ...environment import cpu_record, library_versions
 from ...errors import ArtifactError, InvalidInputError
-from ...finetune import FinetuneConfig, finetune
+from ...finetuning import FinetuneConfig, finetune
 from ...paths import cache_root
 from ...progress import LineProgress, track
 from ...storage import atomic_write
@@ -53,19 +51,25 @@ from ..train import set_determinism
 from . import dataset
 from .dataset import AudioDataSizes
 from .pretrain import AudioPretrainConfig, pretrain
-from .tasks import TASK_NAMES, caption_vocabulary
+from .tasks import TASK_NAMES, all_sets, caption_vocabulary
 from .tools import require_audio_packages
-from .zoo import MODEL_NAMES, SPECS, model_from_state, save_weights, spec_to_json
+from .zoo import MODEL_NAMES, SPECS
 from .zoo import load_weights as _load_weights
+from .zoo import model_from_state, save_weights, spec_to_json
 
 AUDIO_WORLD_VERSION = 1
+# The versions of the code that renders the clips and of the code that trains the audio world (nets,
+# pre-training, the fine-tuning loop): bump with any change of what they make. Named after the last keys
+# read from module files, whose data and weights these are.
+AUDIO_DATA_VERSION = "audio-data-1"
+RECIPE_VERSION = "0eac2fae980c"
 META_KEY = "platonic_world"
 KINDS = ("full", "lora")
 
 
 @dataclass(frozen=True)
 class AudioProfile:
-    """One build recipe: data sizes, pre-training, and the `platonic.finetune` config of each source kind.
+    """One build recipe: data sizes, pre-training, and the `platonic.finetuning.finetune` config of each source kind.
 
     sources["full"]: every audio-tower parameter; sources["lora"]: peft LoRA (full profile rank 8 / alpha 16)
     on the spec's targets, merged. Both with the replay term over `replay_per_task` train clips of every other task.
@@ -96,15 +100,10 @@ PROFILES = {
                          probes_per_class=2),
     "full": AudioProfile("full", dataset.SIZES["full"], AudioPretrainConfig(steps=200, batch=128, lr=2e-3),
                          # recipe v2: 120 steps (was 40) at lr 3e-3 (1e-3); LoRA rank 8 (4) at 3e-2 (1e-2); measured
-                         # on cells of the v1 bases (docs/audio_world.md, "Recipe v2")
+                         # on cells of the v1 bases (docs/lab/2026-12-02-audio-world-recipes-v1-v2.md)
                          _sources(steps=120, batch=32, lr=3e-3, lora_lr=3e-2, replay_batch=16, lora_rank=8),
                          replay_per_task=32),
 }
-_DATA_MODULES = ("canonical.py", "tools.py", "splits.py", "tasks.py", "instruments.py", "speech.py", "procedural.py",
-                 "dataset.py")
-_RECIPE_MODULES = ("audio/nets.py", "audio/zoo.py", "audio/pretrain.py", "nets.py", "train.py", "text.py")
-
-
 def check_profile(profile: str) -> str:
     """`profile` if it is a known audio world profile; else raise naming the known ones."""
     if profile not in PROFILES:
@@ -112,29 +111,33 @@ def check_profile(profile: str) -> str:
     return profile
 
 
+def data_record(profile: AudioProfile, seed: int) -> dict:
+    """What determines the rendered clips, declared: the data version, sizes, seed, probes per class, the tasks."""
+    return {"data": AUDIO_DATA_VERSION, "sizes": asdict(profile.sizes), "seed": seed, "probes": profile.probes_per_class,
+            "tasks": {name: asdict(task) for name, task in all_sets().items()}}
+
+
 def data_hash(profile: AudioProfile, seed: int) -> str:
-    """Hash of what determines the rendered clips: sizes, seed, probes per class, the audio data modules' source."""
-    h = hashlib.sha256(json.dumps({"sizes": asdict(profile.sizes), "seed": seed, "probes": profile.probes_per_class},
-                                  sort_keys=True).encode())
-    here = Path(__file__).parent
-    for name in _DATA_MODULES:
-        h.update((here / name).read_bytes())
-    return h.hexdigest()[:12]
+    """The rendered data's key: sha256 of `data_record` (12 hex digits)."""
+    return _digest(data_record(profile, seed))
+
+
+def recipe_record(profile: AudioProfile, seed: int) -> dict:
+    """What determines the built weights, declared: the versions, the data's key, seed, pre-training, replay,
+    every source's `FinetuneConfig` and the model specs. No source file is read (`RECIPE_VERSION`)."""
+    return {"version": AUDIO_WORLD_VERSION, "recipe": RECIPE_VERSION, "data": data_hash(profile, seed), "seed": seed,
+            "pretrain": asdict(profile.pretrain), "replay_per_task": profile.replay_per_task,
+            "sources": {k: c.model_dump() for k, c in profile.sources.items()},
+            "specs": {n: spec_to_json(s) for n, s in SPECS.items()}}
 
 
 def recipe_hash(profile: AudioProfile, seed: int) -> str:
-    """Hash of what determines the built weights: the data, profile, specs and the recipe modules' source."""
-    h = hashlib.sha256()
-    recipe = {"version": AUDIO_WORLD_VERSION, "data": data_hash(profile, seed), "seed": seed,
-              "pretrain": asdict(profile.pretrain), "replay_per_task": profile.replay_per_task,
-              "sources": {k: c.model_dump() for k, c in profile.sources.items()},
-              "specs": {n: spec_to_json(s) for n, s in SPECS.items()}}
-    h.update(json.dumps(recipe, sort_keys=True, default=str).encode())
-    world = Path(__file__).parent.parent
-    for name in _RECIPE_MODULES:
-        h.update((world / name).read_bytes())
-    h.update(inspect.getsource(finetune_module).encode())
-    return h.hexdigest()[:12]
+    """The build directory's key: sha256 of `recipe_record` (12 hex digits)."""
+    return _digest(recipe_record(profile, seed))
+
+
+def _digest(record: dict) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def _root(root: Path | None) -> Path:
@@ -209,7 +212,7 @@ def load_world_inputs(world: Path):
     return _CACHE[key]
 
 
-def _model_seed(spec, seed: int) -> int:
+def model_seed(spec, seed: int) -> int:
     return spec.seed + 1000 * seed
 
 
@@ -219,7 +222,7 @@ def job_pretrain(path: str, profile: str, seed: int, name: str) -> dict:
     data, vocab, emb = load_world_inputs(path)
     spec = SPECS[name]
     t0 = time.perf_counter()
-    module, stats = pretrain(spec, data, vocab, emb, PROFILES[profile].pretrain, _model_seed(spec, seed))
+    module, stats = pretrain(spec, data, vocab, emb, PROFILES[profile].pretrain, model_seed(spec, seed))
     stats["seconds"] = time.perf_counter() - t0
     save_weights(path / "models" / name / "base.safetensors", module.state_dict(),
                  {"spec": spec_to_json(spec), "provenance": {"kind": "pretrained", "profile": profile, "seed": seed, **stats}})
@@ -238,7 +241,7 @@ def replay_pool(data, task: str, per_task: int, seed: int) -> torch.Tensor:
 
 
 def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> dict:
-    """Both source kinds of (model, task), each a `platonic.finetune` run; writes the towers' weights."""
+    """Both source kinds of (model, task), each a `platonic.finetuning.finetune` run; writes the towers' weights."""
     set_determinism(1)
     path = Path(path)
     data, _, _ = load_world_inputs(path)
@@ -247,11 +250,11 @@ def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> di
     model = model_from_state(spec, state, f"world:audio/{name}")
     prof = PROFILES[profile]
     train = data[task].train
-    replay = replay_pool(data, task, prof.replay_per_task, _model_seed(spec, seed))
+    replay = replay_pool(data, task, prof.replay_per_task, model_seed(spec, seed))
     out = {}
     for k, kind in enumerate(KINDS):
         t0 = time.perf_counter()
-        config = prof.sources[kind].model_copy(update={"seed": _model_seed(spec, seed) * 100 + TASK_NAMES.index(task) * 2 + k})
+        config = prof.sources[kind].model_copy(update={"seed": model_seed(spec, seed) * 100 + TASK_NAMES.index(task) * 2 + k})
         tuned, losses = finetune(model, train.clips, train.labels, data[task].task.prompts, config, progress=False,
                                  replay_inputs=replay)
         secs = time.perf_counter() - t0
@@ -270,7 +273,7 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def _pool(workers: int):
+def worker_pool(workers: int):
     """Forked single-threaded workers (fork: callers need no `if __name__ == "__main__"` guard)."""
     return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"), initializer=_init_worker)
 
@@ -312,7 +315,7 @@ def build_audio_world(profile: str = "full", seed: int = 0, root: Path | None = 
     args = (str(path), profile, seed)
     pre_stats, ft_stats = {}, []
     t0 = time.perf_counter()
-    with _pool(workers) as pool:
+    with worker_pool(workers) as pool:
         pending = {pool.submit(job_pretrain, *args, m): ("pre", m) for m in MODEL_NAMES}
         bar = iter(track(range(total), description=f"building audio world ({profile})", enabled=progress and not lines.active))
         while pending:

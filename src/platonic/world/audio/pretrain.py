@@ -10,7 +10,7 @@ data sets in different directions are the image world's (`platonic.world.train`,
     loss = contrastive(z_audio, z_text) + image_orthogonality * set_overlap(z_audio, set ids)
                                         + prompt_orthogonality * prompt_overlap(text head, class-naming captions)
 
-The audio world's fine-tuned sources are `platonic.finetune` runs (`platonic.world.audio.build`).
+The audio world's fine-tuned sources are `platonic.finetuning.finetune` runs (`platonic.world.audio.build`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,38 @@
+"""Write the tiny worlds' weight pins (tests/world/tiny_world_pins.json, tests/audio_zoo/tiny_audio_world_pins.json).
+
+Run it after a deliberate change of what a world build trains, together with a bump of that world's
+RECIPE_VERSION (platonic.world.build, platonic.world.audio.build); the tests then hold the new weights.
+
+    python scripts/pin_tiny_worlds.py [IMAGE_WORLD_DIR AUDIO_WORLD_DIR]
+
+Without arguments both tiny worlds are built first in a temporary cache (about 3 minutes on 2 cores).
+"""
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from weight_pins import write_pins  # noqa: E402
+
+
+def main(argv: list[str]) -> None:
+    from platonic.world import build
+    from platonic.world.audio import build as audio_build
+
+    if argv:
+        image, audio = map(Path, argv)
+    else:
+        os.environ["PLATONIC_CACHE"] = tempfile.mkdtemp(prefix="platonic-pins-")
+        image = build.ensure_world("tiny", 0, progress=True, kinds=build.KINDS)
+        audio = audio_build.ensure_audio_world("tiny", 0, progress=True)
+    write_pins(image, build.RECIPE_VERSION, ROOT / "tests" / "world" / "tiny_world_pins.json")
+    write_pins(audio, audio_build.RECIPE_VERSION, ROOT / "tests" / "audio_zoo" / "tiny_audio_world_pins.json")
+    print("pinned", image, "and", audio)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,129 @@
+"""`platonic experiment`, `report` and `demo`: the paper's protocols, a run's tables again, the demo.
+
+The options are handed to the engine as one `ExperimentRequest` (`platonic.experiments.command`), which
+checks which option applies to which experiment against the protocol registry.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import console, device_option
+
+
+def registry_defaults(setting: str) -> str:
+    """"addition 0.5, negation 1, ..." for one default of the protocols that solve descriptors (for --help)."""
+    from ..experiments.registry import PROTOCOLS
+
+    values = {name: p.alpha if setting == "alpha" else getattr(p.solve, setting) for name, p in PROTOCOLS.items()
+              if p.solves}
+    return ", ".join(f"{name} {'its sweep' if v is None else f'{v:g}'}" for name, v in values.items())
+
+
+def experiment_names() -> str:
+    """The registered experiments, for --help."""
+    from ..experiments.registry import PROTOCOLS
+
+    return ", ".join(PROTOCOLS)
+
+
+def experiment(
+    names: list[str] = typer.Argument(..., help=f"{experiment_names()}; task_arithmetic runs alone "
+                                      "(method.md §2: flavours x OrthoReg, docs/experiments.md)."),
+    setup: str = typer.Option("world", "--setup", help="world (the embedded world), audio-world (the embedded audio world), "
+                              "toy (synthetic, seconds), or a YAML file naming models, tasks and sources (docs/experiments.md)."),
+    model: list[str] = typer.Option([], "--model", help="NAME=SPEC: a model to run on (repeat; instead of --setup's)."),
+    task: list[str] = typer.Option([], "--task", help="NAME (a registered task, e.g. eurosat) or NAME=SOURCE: an image "
+                                   "(or, for audio-text models, sound) folder FOLDER/{train,test[,val]}/CLASS/*, "
+                                   "hf:ORG/NAME[@REV], hf:DIR or torchvision:NAME@ROOT (docs/data.md)."),
+    control: list[str] = typer.Option([], "--control", help="NAME (cifar100, imagenet) or NAME=SOURCE: a control set, "
+                                      "FOLDER[/test]/CLASS/* or as --task."),
+    source: list[str] = typer.Option([], "--source", help="MODEL/TASK=FINETUNE: .safetensors state dict, LoRA dir or spec."),
+    output: Path = typer.Option(Path("runs/experiment"), "-o", "--output", help="Run directory to write."),
+    plots: bool = typer.Option(True, help="Draw the PNG plots."),
+    adapter_cells: int = typer.Option(0, "--adapter-cells", help="Also fit the adapter route on this many seeded "
+                                      "addition and negation cells, beside the closed form on the same cells."),
+    adapter_lr: float = typer.Option(None, "--adapter-lr", help="The adapter's learning rate (default: the paper's 3e-4)."),
+    adapter_max_steps: int = typer.Option(None, "--adapter-max-steps", help="The adapter's step cap (default 540)."),
+    adapter_holdout: float = typer.Option(None, "--adapter-holdout", help="Fraction of probes held out to pick the step."),
+    alpha: float = typer.Option(None, "--alpha", help="Fold strength of the named experiments (default: each one's own "
+                                f"from the protocol registry: {registry_defaults('alpha')})."),
+    mu_a: float = typer.Option(None, "--mu-a", help="Relative ridge weight on the probe side (default: each "
+                               f"experiment's own, {registry_defaults('mu_a')})."),
+    mu_b: float = typer.Option(None, "--mu-b", help="Relative ridge weight on the prompt side (default: each "
+                               f"experiment's own, {registry_defaults('mu_b')})."),
+    solve_kind: str = typer.Option(None, "--solve", help="paper (method.md §1.2, the default) or anchored: also "
+                                   "penalise each operator's effect on a pool of unlabeled inputs (beyond the paper)."),
+    anchor_images: Path = typer.Option(None, "--anchor-images", help="The anchored solve's pool: a folder of images or "
+                                       "a .safetensors file with a 'probes' tensor (default: each task's pool from the "
+                                       "other tasks' probes, 64 each)."),
+    anchor_weight: float = typer.Option(None, "--anchor-weight", help="The pool's relative weight (1: as much as the "
+                                        "probes)."),
+    flavours: str = typer.Option(None, "--flavours", help="task_arithmetic: comma-separated fine-tuning flavours "
+                                 "(default full,attention,lora,linear)."),
+    ta_tasks: str = typer.Option(None, "--tasks", help="task_arithmetic, or any experiment on a world: comma-separated "
+                                 "task names (default: all)."),
+    ta_models: str = typer.Option(None, "--models", help="task_arithmetic, or any experiment on a world: comma-separated "
+                                  "model names (default: all)."),
+    lambdas: str = typer.Option(None, "--lambdas", help="task_arithmetic, orthoreg_sources: OrthoReg's lambda grid within "
+                                "[0.1, 100], chosen on validation (default 0.1,1,10; orthoreg_sources 1,10)."),
+    negation_flavours: str = typer.Option(None, "--negation-flavours", help="task_arithmetic: the flavours negation "
+                                          "runs for (default: every flavour run)."),
+    steps: int = typer.Option(None, "--steps", help="task_arithmetic, weight_space, orthoreg_sources: fine-tuning steps "
+                              "per task of the cached fine-tunes (default 64, batch 64)."),
+    val_size: str = typer.Option(None, "--val-size", metavar="N|all", help="task_arithmetic, weight_space, orthoreg_sources: use "
+                                 "at most N items of each validation split for the choices (a seeded subset), or all of "
+                                 "it (default: all; weight_space 500)."),
+    world: Path = typer.Option(None, "--world", help="a built world directory to run on (default: "
+                               "the cached world of $PLATONIC_WORLD_PROFILE, built if needed)."),
+    device: str = device_option(),
+) -> None:
+    """Run the paper's experiment protocols and write results.json, tables.md and plots.
+
+    On the embedded world by default; on your own models with a YAML setup (--setup FILE.yaml) or with
+    --model / --task / --source / --control (added to the YAML's when both are given). The run
+    directory must be new, empty, or an earlier run's (whose results and plots are replaced).
+    """
+    from ..experiments.command import ExperimentRequest, run_request
+
+    request = ExperimentRequest(
+        names=tuple(names), setup=setup, model=tuple(model), task=tuple(task), control=tuple(control),
+        source=tuple(source), output=output, plots=plots, device=device, alpha=alpha, mu_a=mu_a, mu_b=mu_b,
+        solve=solve_kind, anchor_images=anchor_images, anchor_weight=anchor_weight, adapter_cells=adapter_cells,
+        adapter_lr=adapter_lr, adapter_max_steps=adapter_max_steps, adapter_holdout=adapter_holdout, flavours=flavours,
+        negation_flavours=negation_flavours, lambdas=lambdas, steps=steps, val_size=val_size, models=ta_models,
+        tasks=ta_tasks, world=world)
+    results = run_request(request, log=console.print)
+    console.print((output / "tables.md").read_text())
+    what = "task-vector cosine heatmaps" if results["settings"]["experiments"] == ["task_arithmetic"] else "plots"
+    console.print(f"report: {output}/ (results.json, tables.md, {what})")
+
+
+def report(directory: Path = typer.Argument(..., help="A run directory holding results.json."),
+           plots: bool = typer.Option(True, help="Re-draw the PNG plots too.")) -> None:
+    """Re-render a run's tables (and plots) from its results.json."""
+    from ..experiments.run import rerender_run
+
+    rerender_run(directory, plots=plots)
+    console.print((directory / "tables.md").read_text())
+
+
+def demo(
+    setup: str = typer.Option("world", "--setup", help="world (the embedded world, built on first use), audio-world "
+                              "(the embedded audio world, built on first use) or toy (synthetic, seconds)."),
+    output: Path = typer.Option(Path("runs/demo"), "-o", "--output", help="Run directory to write."),
+) -> None:
+    """The paper's protocol on the embedded world: addition, negation, generalisation (CPU, minutes),
+    then addition and negation again with the anchored solve, beside the paper's (solve_comparison.md).
+
+    --setup audio-world runs the same on the embedded audio world. Builds the world first if it is not
+    cached (profile from $PLATONIC_WORLD_PROFILE, default full).
+    """
+    from ..experiments.command import run_demo
+
+    _, comparison = run_demo(setup, output, log=console.print)
+    console.print((output / "tables.md").read_text())
+    console.print(comparison)
+    console.print(f"report: {output}/ (results.json, tables.md, plots); re-render with `platonic report {output}`")

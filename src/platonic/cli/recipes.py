@@ -1,0 +1,42 @@
+"""`platonic run RECIPE.yaml`: everything a recipe names, measured, solved, applied, exported and evaluated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import console, device_option, overwrite_option
+
+
+def run(
+    recipe: Path = typer.Argument(..., help="A recipe YAML: models, tasks, sources (or finetune:), edits, exports "
+                                  "(docs/recipes.md; recipes/paper.yaml reproduces the paper)."),
+    output: Path = typer.Option(None, "-o", "--output", help="Run directory to write (default runs/NAME, NAME the "
+                                "recipe's name)."),
+    check: bool = typer.Option(False, "--check", help="Validate the recipe (fields, model specs, task names, paths) "
+                               "and stop; loads no model and reads no data."),
+    device: str = device_option(),
+    overwrite: bool = overwrite_option(),
+) -> None:
+    """Measure, solve, apply, export and evaluate everything a recipe names, into one run directory.
+
+    The directory (resolved recipe, library versions, device, results.json, tables.md, descriptors, banks,
+    exported models with model cards) is written beside its path and swapped in atomically; an existing
+    one is replaced only when it is a previous run (or with --overwrite).
+    """
+    from .._checks import as_device
+    from ..preflight import check_cache_writable
+    from ..recipe import read_recipe, run_recipe
+
+    loaded = read_recipe(recipe)
+    loaded.check_models(str(recipe))
+    if check:
+        console.print(f"{recipe}: valid; {loaded.summary()}")
+        return
+    as_device(device)
+    check_cache_writable()
+    out = output or Path("runs") / loaded.name
+    run_recipe(loaded, out, device=device, overwrite=overwrite)
+    console.print((out / "tables.md").read_text())
+    console.print(f"run: {out}/ (recipe.yaml, results.json, tables.md, descriptors, banks, exports)")

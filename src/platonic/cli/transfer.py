@@ -1,0 +1,203 @@
+"""`platonic measure`, `solve` and `apply`: a descriptor from a fine-tune, a bank for a target, an edited export."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import typer
+
+from ..errors import InvalidInputError, ZeroDescriptorWarning
+from ..terms import default_alpha, parse_terms
+from .common import (
+    console,
+    device_option,
+    given_probes,
+    input_paths,
+    overwrite_option,
+    print_operators,
+    read_descriptors,
+    read_prompts,
+)
+
+
+def measure(
+    model: str = typer.Option(..., "--model", help="The pre-trained model spec, e.g. open_clip:ViT-B-32/laion2b_s34b_b79k."),
+    finetuned: str = typer.Option(..., "--finetuned", help="Fine-tune: a state dict (.safetensors; open_clip's .bin / "
+                                  ".pt / .pth), a peft LoRA adapter dir, a transformers vision-only save_pretrained dir "
+                                  "(CLIPVisionModel, SiglipVisionModel), hf:ORG/NAME[@REV], or a model spec."),
+    task: str = typer.Option(..., "--task", help="Task name stored in the descriptor."),
+    probes: Path = typer.Option(..., "--probes", help="Folder of probe images, or .safetensors with a 'probes' tensor."),
+    prompts: Path = typer.Option(None, "--prompts", help="UTF-8 text file, one class prompt per line."),
+    classes: str = typer.Option(None, "--classes", help="Comma-separated class names (with --template)."),
+    template: str = typer.Option("a photo of a {}.", "--template", help="Prompt template for --classes, with one {}."),
+    output: Path = typer.Option(..., "-o", "--output", help="Descriptor file to write."),
+    device: str = device_option(),
+    batch_size: int = typer.Option(64, "--batch-size", min=1),
+    require_pinned: bool = typer.Option(False, "--require-pinned", help="Refuse a hub fine-tune that names no commit "
+                                        "(write hf:ORG/NAME@COMMIT)."),
+    overwrite: bool = overwrite_option(),
+) -> None:
+    """Measure the universal task descriptor of a fine-tune (N probes x M prompts).
+
+    The descriptor's provenance records the fine-tune as loaded: its revision and how many tensors.
+    """
+    from .._checks import as_device
+    from ..data.probe_files import load_probes
+    from ..finetuning import require_exists
+    from ..finetuning import require_pinned as refuse_unpinned
+    from ..measurement import measure as measure_descriptor
+    from ..models import check_spec
+    from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs
+    from ..storage import artifact_kind
+
+    as_device(device)
+    check_spec(model)
+    texts = read_prompts(prompts, classes, template)
+    require_exists(finetuned)
+    if require_pinned:
+        refuse_unpinned(finetuned, "--finetuned")
+    refuse_output_among_inputs({"-o": output}, input_paths(model, finetuned, probes, prompts))
+    check_output(output, lambda p: artifact_kind(p) == "descriptor", overwrite, "platonic descriptor file")
+    check_cache_writable()
+    canon = load_probes(probes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ZeroDescriptorWarning)  # refused below, as an error
+        desc = measure_descriptor(model, finetuned, canon, texts, task, batch_size=batch_size, device=device,
+                                  require_pinned=require_pinned)
+    if desc.norm() == 0:
+        raise InvalidInputError(f"the fine-tune {finetuned} changed nothing on these probes: the descriptor is all "
+                                f"zeros, so an operator solved from it would be no edit; nothing was written. Check "
+                                "that --finetuned is the fine-tuned model and not the pre-trained one")
+    desc.save(output, overwrite=overwrite)
+    console.print(f"wrote {output}: {desc!r}")
+
+
+def solve(
+    descriptors: list[Path] = typer.Argument(..., help="Descriptor files."),
+    target: str = typer.Option(..., "--target", help="Target model spec."),
+    output: Path = typer.Option(..., "-o", "--output", help="Bank file to write."),
+    probes: list[Path] = typer.Option([], "--probes", help="Probe files/folders, if not in the probe store."),
+    mu_a: float = typer.Option(1e-2, "--mu-a", help="Relative ridge weight on the probe side."),
+    mu_b: float = typer.Option(1e-6, "--mu-b", help="Relative ridge weight on the prompt side."),
+    solve_kind: str = typer.Option("paper", "--solve", help="paper (method §1.2) or anchored: also keep the "
+                                   "affinities of a pool of unlabeled images unchanged (needs --anchor-images)."),
+    anchor_images: Path = typer.Option(None, "--anchor-images", help="The anchored solve's pool: a folder of "
+                                       "unlabeled images, or .safetensors with a 'probes' tensor."),
+    anchor_weight: float = typer.Option(1.0, "--anchor-weight", help="Relative weight of the pool (1: as much as "
+                                        "the probes; lambda = w ||F||^2 / ||F_pool||^2)."),
+    device: str = device_option(),
+    overwrite: bool = overwrite_option(),
+) -> None:
+    """Solve descriptors into an operator bank for a target model (any architecture)."""
+    from .._checks import as_device
+    from ..data.probe_files import load_probes
+    from ..models import check_spec, load_model
+    from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs
+    from ..solve_config import CLI_FLAGS, SolveConfig
+    from ..storage import artifact_kind
+    from ..transfer import check_pool, solve_bank
+
+    as_device(device)
+    check_spec(target)
+    config = SolveConfig.parse({"kind": solve_kind, "mu_a": mu_a, "mu_b": mu_b, "anchor_weight": anchor_weight},
+                               CLI_FLAGS)
+    check_pool(config, anchor_images is not None)
+    refuse_output_among_inputs({"-o": output}, input_paths(target, *descriptors, *probes, anchor_images))
+    check_output(output, lambda p: artifact_kind(p) == "bank", overwrite, "platonic bank file")
+    check_cache_writable()
+    loaded = read_descriptors(list(descriptors))
+    pool = None if anchor_images is None else load_probes(anchor_images, "--anchor-images")
+    model = load_model(target, device=device)
+    bank = solve_bank(model, loaded, probes=given_probes(model, probes), config=config, anchor_images=pool)
+    bank.save(output, overwrite=overwrite)
+    console.print(f"wrote {output}: {bank!r}")
+    print_operators([op.metadata() for op in bank], [op.delta for op in bank], title="solved operators")
+
+
+def apply(
+    extra: list[Path] = typer.Argument(None, help="More descriptor files (adapter route), e.g. after --descriptors A.utd."),
+    target: str = typer.Option(..., "--target", help="Target model spec (the bank's target)."),
+    terms: str = typer.Option(..., "--terms", help="Signed composition, e.g. 'eurosat:+1,dtd:-1' (task or task@source), "
+                              "each task once."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the edited model in its own format: a "
+                                "transformers save_pretrained directory; for open_clip a directory in open_clip's hub "
+                                "layout (loads as 'local-dir:DIR') or a state dict FILE.safetensors."),
+    route: str = typer.Option("closed_form", "--route", help="closed_form (fold bank operators into the last layer) or "
+                              "adapter (fit a LoRA on the tower to the descriptors)."),
+    bank: Path = typer.Option(None, "--bank", help="Operator bank file (closed form)."),
+    descriptors: list[Path] = typer.Option([], "--descriptors", help="Descriptor files (adapter route)."),
+    probes: list[Path] = typer.Option([], "--probes", help="Probe files/folders, if not in the probe store (adapter route)."),
+    alpha: float = typer.Option(None, "--alpha", help="Closed-form strength; default 0.5, or 1.0 when every term is "
+                                "negative (the paper's negation)."),
+    adapter_dir: Path = typer.Option(None, "--adapter-dir", help="Where to keep the fitted peft adapter directory "
+                                     "(default: OUTPUT.adapter beside the export)."),
+    rank: int = typer.Option(16, "--rank", help="LoRA rank (adapter route)."),
+    lr: float = typer.Option(3e-4, "--lr", help="AdamW learning rate (adapter route)."),
+    max_steps: int = typer.Option(540, "--max-steps", help="Step cap: 20 epochs over the probes, at most this many."),
+    holdout: float = typer.Option(0.0, "--holdout", help="Fraction of probes held out to pick the best step (0: none)."),
+    device: str = device_option(),
+    overwrite: bool = overwrite_option(),
+) -> None:
+    """Write a composition of skills into the target and export it natively.
+
+    Closed form (default): fold bank entries into the target's last linear map. Adapter: fit a LoRA on
+    the target's tower so its live descriptors match the terms (method §1.4); the peft adapter
+    directory is kept beside the export. An existing output is replaced only when it is a previous
+    platonic export (or with --overwrite), by an atomic swap.
+    """
+    from .._checks import as_device, as_finite_scalar
+    from ..adapter import adapt_config_from, is_adapter_directory
+    from ..bank import OperatorBank
+    from ..exports import ROUTES, adapt_and_export, adapter_dir_beside, check_export_output
+    from ..models import check_spec, load_model
+    from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs, same_path
+    from ..transfer import apply as apply_edit
+    from ..transfer import save_model
+
+    if route not in ROUTES:
+        raise InvalidInputError(f"--route {route!r}: choose closed_form or adapter")
+    parsed = parse_terms(terms)
+    as_device(device)
+    check_spec(target)
+    inputs = input_paths(target, bank, *descriptors, *(extra or []), *probes)
+    if route == "closed_form":
+        if bank is None:
+            raise InvalidInputError("the closed form needs --bank FILE (platonic solve writes one); "
+                                    "or use --route adapter with --descriptors")
+        if descriptors or extra:
+            raise InvalidInputError("descriptor files go with --route adapter; the closed form reads --bank")
+        used = default_alpha(parsed) if alpha is None else as_finite_scalar("--alpha", alpha)
+        refuse_output_among_inputs({"-o": output}, inputs)
+        check_export_output(target, output, overwrite)
+        loaded = OperatorBank.load(bank)
+        model = load_model(target, device=device)
+        record = apply_edit(model, loaded, parsed, alpha=used)
+        path = save_model(model, output, overwrite=overwrite)
+        console.print(f"wrote {path}: {target} + ({terms}) at alpha = {used:g} (closed form; the bank was "
+                      f"solved on the target's {record.target_match} weights)")
+        return
+    if alpha is not None:
+        raise InvalidInputError("--alpha is the closed form's strength; the adapter's is in the coefficients of --terms")
+    if bank is not None:
+        raise InvalidInputError("the adapter route fits to descriptors, not a bank: give --descriptors A.utd B.utd")
+    files = list(descriptors) + list(extra or [])
+    if not files:
+        raise InvalidInputError("the adapter route needs the descriptors: --descriptors A.utd [B.utd ...]")
+    adapter_path = adapter_dir or adapter_dir_beside(output)
+    if same_path(adapter_path, output):
+        raise InvalidInputError(f"--adapter-dir {adapter_path} is the export's own path; give another directory")
+    refuse_output_among_inputs({"-o": output, "--adapter-dir": adapter_path}, inputs)
+    check_export_output(target, output, overwrite)
+    check_output(adapter_path, is_adapter_directory, False, "platonic adapter directory (choose another "
+                 "--adapter-dir)", directory=True)
+    check_cache_writable()
+    loaded = read_descriptors(files)
+    options = dict(rank=rank, lora_alpha=2.0 * rank, lr=lr, max_steps=max_steps, holdout=holdout)
+    adapt_config_from(options)  # a bad setting is refused before the model loads
+    model = load_model(target, device=device)
+    adapter, path = adapt_and_export(model, loaded, parsed, adapter_path, output, options,
+                                     probes=given_probes(model, probes), overwrite=overwrite)
+    residuals = ", ".join(f"{k} {v:.3f}" for k, v in adapter.report["relative_residual"].items())
+    console.print(f"fitted {adapter!r} in {adapter.report['steps']} steps; relative residual: {residuals}")
+    console.print(f"wrote {adapter_path} (peft adapter) and {path}: {model.spec} + ({', '.join(parsed)}) by the adapter route")

@@ -1,0 +1,157 @@
+"""`platonic world ...` commands (mounted by `platonic.cli.app` as the `world` sub-app).
+
+`build` / `audio-build` and `path` / `audio-path` are one implementation each over the two worlds
+(`WORLDS`). Errors are one line on stderr (`error: ...`, exit code 2), as everywhere in the command line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .errors import OneLineErrors
+
+world_app = typer.Typer(help="The embedded world: real small data, a zoo of tiny dual encoders, fine-tuned sources.",
+                        no_args_is_help=True, rich_markup_mode=None, cls=OneLineErrors)
+
+
+def _image_world():
+    from ..experiments.checks import world_report
+    from ..world.build import build_world, check_profile, world_dir
+
+    return {"label": "world", "check": check_profile, "dir": world_dir,
+            "build": lambda profile, seed, force, progress, workers, diagnostics: build_world(
+                profile, seed=seed, force=force, progress=progress, workers=workers),
+            "report": lambda path, progress, force, diagnostics: world_report(path, progress=progress, force=force)}
+
+
+def _audio_world():
+    from ..experiments.checks import audio_world_report
+    from ..world.audio.build import audio_world_dir, build_audio_world, check_profile
+
+    return {"label": "audio world", "check": check_profile, "dir": audio_world_dir,
+            "build": lambda profile, seed, force, progress, workers, diagnostics: build_audio_world(
+                profile, seed=seed, force=force, progress=progress, workers=workers),
+            "report": lambda path, progress, force, diagnostics: audio_world_report(
+                path, progress=progress, force=force, diagnostics=diagnostics)}
+
+
+WORLDS = {"image": _image_world, "audio": _audio_world}
+
+
+def _seed():
+    return typer.Option(0, "--seed", help="world seed (data, initialisations, batch order)")
+
+
+def _force():
+    return typer.Option(False, "--force", help="rebuild even if a complete build is cached")
+
+
+def _workers():
+    return typer.Option(2, "--workers", min=1, help="single-threaded worker processes")
+
+
+def _quiet():
+    return typer.Option(False, "--quiet", help="no progress (bars on a terminal, one line per job in a log)")
+
+
+def _print_checks(report: dict) -> None:
+    """One line per acceptance check of a world report: PASS or FAIL and its name."""
+    for k, v in report["summary"]["checks"].items():
+        typer.echo(f"  {'PASS' if v else 'FAIL'}  {k}")
+
+
+def _build(kind: str, profile: str, seed: int, force: bool, workers: int, quiet: bool, diagnostics: bool = True) -> None:
+    """Build (or find in the cache) a world, measure its report (the experiment engine), print its checks."""
+    from ..preflight import check_cache_writable
+
+    world = WORLDS[kind]()
+    world["check"](profile)
+    check_cache_writable()
+    path = world["build"](profile, seed, force, not quiet, workers, diagnostics)
+    report = world["report"](path, not quiet, force, diagnostics)
+    typer.echo(f"{world['label']}: {path}")
+    typer.echo(f"report: {path / 'report.md'}")
+    _print_checks(report)
+
+
+@world_app.command("build")
+def build(
+    profile: str = typer.Option("full", "--profile", help="tiny (tests, ~1.5 min) or full (~25-30 min on 2 cores, then ~10 min for its report)"),
+    seed: int = _seed(), force: bool = _force(), workers: int = _workers(), quiet: bool = _quiet(),
+):
+    """Build (or find in the cache) the world, measure its report (the experiment engine) and print its checks."""
+    _build("image", profile, seed, force, workers, quiet)
+
+
+@world_app.command("diagnose")
+def diagnose(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed"),
+             quiet: bool = typer.Option(False, "--quiet", help="no progress")):
+    """Why the closed form works or fails on the world: per model, the ceilings of a last-layer edit
+    (linear probe, best linear map), the oracle, its locality, and the participation ratio of the
+    probe embeddings; then the checks. Builds and measures the world first where needed."""
+    from ..experiments.checks import diagnostics_table, world_report
+    from ..preflight import check_cache_writable
+    from ..world.build import KINDS, check_profile, ensure_world
+
+    check_profile(profile)
+    check_cache_writable()
+    report = world_report(ensure_world(profile, seed, progress=not quiet, kinds=KINDS), progress=not quiet)
+    typer.echo("\n".join(diagnostics_table(report)))
+    _print_checks(report)
+
+
+@world_app.command("path")
+def where(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed")):
+    """Print the cache directory of a world build (built or not)."""
+    typer.echo(str(WORLDS["image"]()["dir"](profile, seed)))
+
+
+@world_app.command("audio-build")
+def audio_build(
+    profile: str = typer.Option("full", "--profile", help="tiny (tests, about 1 min) or full (about 20 min on one worker)"),
+    seed: int = _seed(), force: bool = _force(), workers: int = _workers(),
+    diagnostics: bool = typer.Option(False, "--diagnostics", help="also the slow diagnostics (linear probe, best linear map, locality)"),
+    quiet: bool = _quiet(),
+):
+    """Build (or find in the cache) the audio world (issue 15: its zoo and sources), measure its report and print its checks."""
+    _build("audio", profile, seed, force, workers, quiet, diagnostics)
+
+
+@world_app.command("audio-path")
+def audio_where(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed")):
+    """Print the cache directory of an audio world build (built or not)."""
+    typer.echo(str(WORLDS["audio"]()["dir"](profile, seed)))
+
+
+@world_app.command("probes")
+def probes(
+    task: str = typer.Argument(..., help="a task of the world (e.g. fashion) or of the audio world with --audio (e.g. pitch)"),
+    output: str = typer.Option(..., "-o", "--output", help="the .safetensors file to write (a tensor named 'probes'); "
+                               "the class prompts go beside it, one per line, with the suffix .txt"),
+    audio: bool = typer.Option(False, "--audio", help="the audio world's task (clips (N, 16000) float32 at 16 kHz)"),
+    profile: str = typer.Option("full", "--profile", help="tiny or full"),
+    seed: int = typer.Option(0, "--seed"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace existing files"),
+):
+    """Write a world task's probes (30 train items per class, seed 42) and class prompts, for `platonic
+    measure --probes FILE --prompts FILE.txt` and `platonic solve` on models outside the world (the world
+    is built first where needed)."""
+    from ..errors import InvalidInputError
+    from ..experiments.setups import world_grid
+    from ..preflight import check_cache_writable
+    from ..storage import atomic_write, refuse_existing, write_tensors
+
+    out = Path(output)
+    if out.suffix != ".safetensors":
+        raise InvalidInputError(f"-o {out}: name a .safetensors file (the prompts go to {out.with_suffix('.txt').name})")
+    for path, what in ((out, "probe file"), (out.with_suffix(".txt"), "prompt file")):
+        refuse_existing(path, lambda _: False, overwrite, what)  # both checked before either is written
+    check_cache_writable()
+    grid = world_grid(task, audio, profile, seed)
+    write_tensors(out, {"probes": grid[0]}, {"task": task, "world": "audio" if audio else "image", "profile": profile,
+                                             "seed": seed})
+    atomic_write(out.with_suffix(".txt"), lambda tmp: Path(tmp).write_text("\n".join(grid[1]) + "\n", encoding="utf-8"))
+    typer.echo(f"wrote {out} ({tuple(grid[0].shape)} {str(grid[0].dtype).removeprefix('torch.')}) and "
+               f"{out.with_suffix('.txt')} ({len(grid[1])} prompts)")

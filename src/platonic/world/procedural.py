@@ -1,0 +1,152 @@
+"""Procedural images: shapes, colours, counting, textures (`PROCEDURAL`, `make_procedural`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..errors import InvalidInputError
+from .splits import CANONICAL_SIZE, ImageSplit
+from .tasks import COLOUR_RGB, SHAPES, TASKS, TEXTURES
+
+# -- procedural data ------------------------------------------------------------------------------
+
+def _canvas(rng, dark=False):
+    from PIL import Image
+
+    base = rng.integers(0, 60, size=3) if dark else rng.integers(150, 230, size=3)
+    return Image.new("RGB", (CANONICAL_SIZE, CANONICAL_SIZE), tuple(int(v) for v in base))
+
+
+def _random_colour(rng) -> tuple[int, int, int]:
+    return tuple(int(v) for v in rng.integers(0, 256, size=3))
+
+
+def _jitter_colour(rgb, rng, amount=25) -> tuple[int, int, int]:
+    return tuple(int(np.clip(v + rng.integers(-amount, amount + 1), 0, 255)) for v in rgb)
+
+
+def _draw_shape(draw, kind: str, cx: float, cy: float, r: float, colour, rng) -> None:
+    rot = rng.uniform(0, 2 * math.pi)
+    if kind == "circle":
+        draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=colour)
+    elif kind == "ring":
+        w = max(2, int(r / 2.5))
+        draw.ellipse([cx - r, cy - r, cx + r, cy + r], outline=colour, width=w)
+    elif kind == "square":
+        pts = [(cx + r * math.cos(rot + k * math.pi / 2), cy + r * math.sin(rot + k * math.pi / 2)) for k in range(4)]
+        draw.polygon(pts, fill=colour)
+    elif kind == "diamond":
+        pts = [(cx, cy - r), (cx + 0.6 * r, cy), (cx, cy + r), (cx - 0.6 * r, cy)]
+        draw.polygon(pts, fill=colour)
+    elif kind == "triangle":
+        pts = [(cx + r * math.cos(rot + k * 2 * math.pi / 3), cy + r * math.sin(rot + k * 2 * math.pi / 3)) for k in range(3)]
+        draw.polygon(pts, fill=colour)
+    elif kind == "hexagon":
+        pts = [(cx + r * math.cos(rot + k * math.pi / 3), cy + r * math.sin(rot + k * math.pi / 3)) for k in range(6)]
+        draw.polygon(pts, fill=colour)
+    elif kind == "star":
+        pts = []
+        for k in range(10):
+            rr = r if k % 2 == 0 else r * 0.42
+            pts.append((cx + rr * math.cos(rot + k * math.pi / 5), cy + rr * math.sin(rot + k * math.pi / 5)))
+        draw.polygon(pts, fill=colour)
+    elif kind == "cross":
+        w = r * 0.35
+        draw.rectangle([cx - r, cy - w, cx + r, cy + w], fill=colour)
+        draw.rectangle([cx - w, cy - r, cx + w, cy + r], fill=colour)
+    else:  # pragma: no cover
+        raise InvalidInputError(f"unknown shape {kind!r}; one of {', '.join(SHAPES)}")
+
+
+def _shape_image(label: int, rng) -> np.ndarray:
+    from PIL import ImageDraw
+
+    img = _canvas(rng, dark=bool(rng.integers(0, 2)))
+    draw = ImageDraw.Draw(img)
+    r = rng.uniform(7, 13)
+    cx, cy = rng.uniform(r + 1, CANONICAL_SIZE - r - 1, size=2)
+    _draw_shape(draw, SHAPES[label], cx, cy, r, _random_colour(rng), rng)
+    return _noisy(img, rng)
+
+
+def _colour_image(label: int, rng) -> np.ndarray:
+    from PIL import ImageDraw
+
+    img = _canvas(rng, dark=bool(rng.integers(0, 2)))
+    draw = ImageDraw.Draw(img)
+    r = rng.uniform(6, 12)
+    cx, cy = rng.uniform(r + 1, CANONICAL_SIZE - r - 1, size=2)
+    _draw_shape(draw, SHAPES[int(rng.integers(0, len(SHAPES)))], cx, cy, r, _jitter_colour(COLOUR_RGB[label], rng, 30), rng)
+    return _noisy(img, rng)
+
+
+def _count_image(label: int, rng) -> np.ndarray:
+    from PIL import ImageDraw
+
+    img = _canvas(rng, dark=bool(rng.integers(0, 2)))
+    draw = ImageDraw.Draw(img)
+    colour = _random_colour(rng)
+    centres = []
+    n = label + 1
+    tries = 0
+    while len(centres) < n and tries < 500:
+        tries += 1
+        r = 2.6
+        c = rng.uniform(r + 1, CANONICAL_SIZE - r - 1, size=2)
+        if all(np.hypot(*(c - o)) > 2 * r + 2 for o in centres):
+            centres.append(c)
+    for cx, cy in centres:
+        rr = rng.uniform(2.0, 3.2)
+        draw.ellipse([cx - rr, cy - rr, cx + rr, cy + rr], fill=colour)
+    return _noisy(img, rng)
+
+
+def _texture_image(label: int, rng) -> np.ndarray:
+    S = CANONICAL_SIZE
+    yy, xx = np.mgrid[0:S, 0:S].astype(np.float32)
+    period = rng.uniform(4, 8)
+    phase = rng.uniform(0, period)
+    kind = TEXTURES[label]
+    if kind == "horizontal stripes":
+        m = ((yy + phase) % period) < period / 2
+    elif kind == "vertical stripes":
+        m = ((xx + phase) % period) < period / 2
+    elif kind == "diagonal stripes":
+        sign = 1 if rng.integers(0, 2) else -1
+        m = ((xx + sign * yy + phase) % period) < period / 2
+    elif kind == "checkerboard":
+        m = (((xx + phase) // (period / 2)) + ((yy + phase) // (period / 2))) % 2 == 0
+    elif kind == "polka dots":
+        m = np.hypot((xx + phase) % period - period / 2, (yy + phase) % period - period / 2) < period / 4
+    elif kind == "grid":
+        m = (((xx + phase) % period) < 1.2) | (((yy + phase) % period) < 1.2)
+    elif kind == "noise":
+        m = rng.random((S, S)) < 0.5
+    else:  # waves
+        m = ((yy + 2.5 * np.sin(xx / rng.uniform(1.5, 3.0)) + phase) % period) < period / 2
+    a, b = np.array(_random_colour(rng), np.float32), np.array(_random_colour(rng), np.float32)
+    if np.abs(a - b).sum() < 150:
+        b = 255 - a
+    img = np.where(m[None], a[:, None, None], b[:, None, None])
+    img = img + rng.normal(0, 8, size=img.shape)
+    return img.clip(0, 255).astype(np.uint8)
+
+
+def _noisy(img, rng) -> np.ndarray:
+    a = np.asarray(img, dtype=np.float32).transpose(2, 0, 1)
+    a = a + rng.normal(0, 6, size=a.shape)
+    return a.clip(0, 255).astype(np.uint8)
+
+
+PROCEDURAL = {"shapes": _shape_image, "colours": _colour_image, "counting": _count_image, "textures": _texture_image}
+
+
+def make_procedural(name: str, per_class: int, rng: np.random.Generator) -> ImageSplit:
+    n_classes = TASKS[name].n_classes
+    labels = np.repeat(np.arange(n_classes), per_class)
+    labels = rng.permutation(labels)
+    imgs = np.stack([PROCEDURAL[name](int(y), rng) for y in labels])
+    return ImageSplit(torch.from_numpy(imgs), torch.from_numpy(labels.astype(np.int64)))
