@@ -48,6 +48,12 @@ def test_demo_on_the_toy_setup_is_deterministic(tmp_path, monkeypatch):
     strip = lambda p: [c for c in json.loads((p / "results.json").read_text())["cells"]]  # noqa: E731
     assert strip(tmp_path / "a") == strip(tmp_path / "b")
     assert "Two-task addition" in out1 and "Negation" in out1 and "Generalisation" in out1
+    from platonic.experiments.report import headline_means, render_headline  # the README's table, from the run
+
+    headline = json.loads((tmp_path / "a" / "headline.json").read_text())
+    assert headline == json.loads(json.dumps(headline_means(json.loads((tmp_path / "a" / "results.json").read_text()))))
+    assert (tmp_path / "a" / "headline.md").read_text() == render_headline(headline)
+    assert (tmp_path / "b" / "headline.md").read_text() == render_headline(headline)
 
 
 def test_version():

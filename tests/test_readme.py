@@ -18,3 +18,17 @@ def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
 def test_readme_shows_the_two_commands():
     text = README.read_text()
     assert "make demo" in text and "make test" in text
+
+
+def test_the_headline_table_is_the_one_the_demo_wrote():
+    """The README's headline tables are `render_headline` of the demo's own figures (docs/headline.json, written by
+    `platonic demo` as runs/demo/headline.json and copied by scripts/update_readme.py), not pasted by hand."""
+    import json
+
+    from platonic.experiments.report import render_headline
+
+    text = README.read_text()
+    block = text.split("<!-- headline:start -->", 1)[1].split("<!-- headline:end -->", 1)[0].strip()
+    headline = json.loads((README.parent / "docs" / "headline.json").read_text())
+    assert block and block == render_headline(headline).strip()
+    assert set(headline["experiments"]) == {"addition", "negation", "generalization"}
