@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from platonic.world.trunks import TRUNKS, load_trunk, normalise
+from platonic.world.image.trunks import TRUNKS, load_trunk, normalise
 
 EGYPTIAN_CAT, ESPRESSO = 285, 967
 
@@ -20,7 +20,7 @@ def photos(size: int) -> torch.Tensor:
 @pytest.mark.parametrize("name", list(TRUNKS))
 def test_the_mapped_trunk_equals_the_wheels_own_model_on_real_photos(name):
     reference = pytest.importorskip("efficientnet_lite_pytorch")
-    from platonic.world.trunks import weights_path
+    from platonic.world.image.trunks import weights_path
 
     spec = TRUNKS[name]
     x = normalise(photos(spec.native_size))

@@ -19,7 +19,7 @@ A task is the image world's `Task` value (name, classes, template, hints, domain
 
 from __future__ import annotations
 
-from ..data import Task
+from ..common.tasks import Task
 
 INSTRUMENT_FAMILIES = ("piano", "organ", "guitar", "bass", "strings", "brass", "reeds", "flutes")
 INSTRUMENT_HINTS = ("keyboard instrument", "keyboard instrument", "plucked instrument", "plucked instrument",

@@ -18,8 +18,7 @@ Both are pre-training sets too (their train splits: other fonts, other themes); 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..common.tasks import Task
 from .icons import OBJECT_HINTS, OBJECT_NAMES
 
 # -- task definitions ---------------------------------------------------------------------------
@@ -46,32 +45,6 @@ TEXTURES = ("horizontal stripes", "vertical stripes", "diagonal stripes", "check
             "noise", "waves")
 TEXTURE_HINTS = ("line pattern", "line pattern", "line pattern", "regular pattern", "regular pattern",
                  "regular pattern", "irregular pattern", "line pattern")
-
-
-@dataclass(frozen=True)
-class Task:
-    """A classification task (or control set) of the world.
-
-    classes: class names in label order; template: the one prompt template ("... {} ...");
-    hints: per class, a partial description used in pre-training captions (names a group, not the class);
-    domain: what kind of picture it is, used in generic captions; role: "task" or "control".
-    """
-
-    name: str
-    classes: tuple[str, ...]
-    template: str
-    hints: tuple[str, ...]
-    domain: str
-    source: str
-    role: str = "task"
-
-    @property
-    def prompts(self) -> list[str]:
-        return [self.template.format(c) for c in self.classes]
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.classes)
 
 
 def _vowel_hint(c: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..errors import MissingDataError
+from ...errors import MissingDataError
 
 
 @dataclass(frozen=True)
