@@ -29,3 +29,24 @@ class Task:
     @property
     def n_classes(self) -> int:
         return len(self.classes)
+
+
+def caption_pools(task: Task, naming: tuple[str, ...], hinting: tuple[str, ...]) -> dict[str, list[list[str]]]:
+    """Per class: 'name' captions (the task's prompt, then `naming` phrasings of the class name `{c}`) and 'hint'
+    captions (`hinting` phrasings of its hint `{h}`); both may name the task's `{domain}`. Only one of the naming
+    phrasings is the task's prompt template."""
+    name = [[task.template.format(c), *(p.format(c=c, domain=task.domain) for p in naming)] for c in task.classes]
+    hint = [[p.format(h=h, domain=task.domain) for p in hinting] for h in task.hints]
+    return {"name": name, "hint": hint}
+
+
+def caption_vocabulary(sets: dict[str, Task], generic: tuple[str, ...], pools) -> list[str]:
+    """Every caption string pre-training may use, sorted (the text cache is keyed by this list): the generic
+    captions, every set's `pools(task)` and its prompts."""
+    out = set(generic)
+    for task in sets.values():
+        for captions in pools(task).values():
+            for caps in captions:
+                out.update(caps)
+        out.update(task.prompts)
+    return sorted(out)
