@@ -50,8 +50,8 @@ def full_step_seconds(model, probes: torch.Tensor, G: torch.Tensor, repeats: int
 def world_bench(name: str, cache: EmbeddingCache) -> None:
     from platonic.experiments.setups import world_data
     from platonic.models import load_model
-    from platonic.world.build import ensure_world
-    from platonic.world.data import TASKS
+    from platonic.world.image.build import ensure_world
+    from platonic.world.image.data import TASKS
 
     path = ensure_world()
     data = world_data(path)

@@ -10,9 +10,9 @@ import sys, json
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from platonic.world import data as D
+from platonic.world.image import data as D
 from platonic.world.backend import load_world_model
-from platonic.world.zoo import load_weights
+from platonic.world.common.weights import load_weights
 from platonic.finetuning import LinearizedEncoder
 from platonic.experiments.setups import world_data
 from platonic.experiments.engine import TaskSpec, EvalSet, measure_on_grids

@@ -12,7 +12,7 @@ torch.set_num_threads(1)
 from platonic.world.audio import build as B
 from platonic.world.audio.zoo import SPECS, model_from_state
 from platonic.world.audio.tasks import TASK_NAMES
-from platonic.world.train import set_determinism
+from platonic.world.common.jobs import set_determinism
 from platonic.finetuning import finetune
 from platonic.experiments.setups import audio_world_parts
 from platonic.experiments.engine import ExperimentSetup

@@ -10,8 +10,8 @@ Usage: python research/bases_only.py DIR [WORKERS]
 import sys, time, json
 from pathlib import Path
 from concurrent.futures import as_completed
-from platonic.world import build as B, data as D
-from platonic.world.zoo import MODEL_NAMES
+from platonic.world.image import build as B, data as D
+from platonic.world.image.zoo import MODEL_NAMES
 
 out = Path(sys.argv[1]); workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
 t0 = time.time()

@@ -20,7 +20,7 @@ import sys, json
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from platonic.world import data as D
+from platonic.world.image import data as D
 from platonic.world.backend import load_world_model
 from platonic.measurement import EmbeddingCache, measure
 from platonic.metrics import top1

@@ -13,7 +13,7 @@ torch.set_num_threads(1)
 from platonic.world.audio import build as B, procedural as P, dataset as DS, canonical
 from platonic.world.audio.zoo import SPECS, MODEL_NAMES
 from platonic.world.audio.tasks import TASK_NAMES
-from platonic.world.train import set_determinism
+from platonic.world.common.jobs import set_determinism
 from platonic.finetuning import finetune
 from platonic.experiments.setups import audio_world_parts
 from platonic.experiments.engine import ExperimentSetup, EvalSet

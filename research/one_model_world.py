@@ -14,8 +14,9 @@ from pathlib import Path
 torch.set_num_threads(1)
 sys.path.insert(0, str(Path(__file__).parent))
 import pretrain_levers as scr
-from platonic.world import build as B, zoo as Z, train as TR, data as D
-from platonic.world.zoo import save_weights, load_weights, model_from_state, spec_to_json
+from platonic.world.image import build as B, zoo as Z, train as TR, data as D
+from platonic.world.common.weights import load_weights, save_weights
+from platonic.world.image.zoo import model_from_state, spec_to_json
 from platonic.finetuning import finetune
 from platonic.experiments.setups import world_data as _world_data
 from platonic.experiments.engine import TaskSpec, EvalSet, ExperimentSetup, measure_on_grids

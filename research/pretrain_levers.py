@@ -9,7 +9,7 @@ Needs the built full world of this checkout (make demo, or platonic world build)
 import os, sys, json, time, dataclasses, torch, torch.nn.functional as F
 from pathlib import Path
 torch.set_num_threads(1)
-from platonic.world import build as B, zoo as Z, train as TR, data as D
+from platonic.world.image import build as B, zoo as Z, train as TR, data as D
 # the built full world of this checkout's recipe (build it first), or PLATONIC_RESEARCH_WORLD=DIR
 W = Path(os.environ['PLATONIC_RESEARCH_WORLD']) if os.environ.get('PLATONIC_RESEARCH_WORLD') else B.world_dir('full')
 data, vocab, emb = B.load_world_inputs(W)

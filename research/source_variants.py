@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 torch.set_num_threads(1)
 import one_model_world as O
 from platonic.finetuning import finetune, trainable_parameters
-from platonic.world import build as B, data as D, zoo as Z
-from platonic.world.zoo import save_weights, load_weights, model_from_state
+from platonic.world.image import build as B, data as D, zoo as Z
+from platonic.world.common.weights import load_weights, save_weights
+from platonic.world.image.zoo import model_from_state
 
 
 def edit_site_only(ft):

@@ -20,7 +20,7 @@ from weight_pins import write_pins  # noqa: E402
 
 
 def main(argv: list[str]) -> None:
-    from platonic.world import build
+    from platonic.world.image import build
     from platonic.world.audio import build as audio_build
 
     if argv:

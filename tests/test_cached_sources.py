@@ -170,7 +170,7 @@ def test_world_sources_use_the_task_arithmetic_recipe_so_the_cache_is_shared():
 
     from platonic.experiments.engine.weight_space import TaskVectorRecipe
     from platonic.experiments.setups.world import world_sources
-    from platonic.world import data as wd
+    from platonic.world.image import data as wd
 
     recipe = TaskVectorRecipe(steps=48)
     world = SimpleNamespace(train=lambda task: (None, None))  # the parts' labelled train split of a task

@@ -235,3 +235,13 @@ def test_the_architecture_page_maps_every_subpackage():
     packages = {f"{p.parent.relative_to(SRC).as_posix()}/" for p in PACKAGE.rglob("__init__.py")}
     unnamed = sorted(packages - named)
     assert not unnamed, f"docs/architecture.md does not name these packages: {unnamed}"
+
+
+def test_the_image_and_audio_worlds_share_only_common():
+    """world/image and world/audio import world/common and nothing of each other; common imports neither."""
+    graph = import_graph()
+    rules = {"platonic.world.image": ("platonic.world.audio",), "platonic.world.audio": ("platonic.world.image",),
+             "platonic.world.common": ("platonic.world.image", "platonic.world.audio")}
+    crossing = sorted(f"{m} -> {t}" for m, ts in graph.items() for package, banned in rules.items()
+                      if _under(m, (package,)) for t in ts if _under(t, banned))
+    assert not crossing, "world imports across image / audio: " + ", ".join(crossing)

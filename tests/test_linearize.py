@@ -40,7 +40,7 @@ def _random_delta(encoder, scale=0.05, seed=0):
 
 
 def test_linearised_output_is_pretrained_output_plus_jvp_on_toy_and_world_vit(setup):
-    from platonic.world.zoo import SPECS, WorldModel, build_module
+    from platonic.world.image.zoo import SPECS, WorldModel, build_module
 
     toy = setup.models["m0"]
     vit = WorldModel(SPECS["vit-a"], build_module(SPECS["vit-a"], 0))

@@ -8,7 +8,7 @@ import torch
 
 from platonic.errors import PlatonicError
 from platonic.world.audio import canonical, dataset, instruments, speech, tasks, tools
-from platonic.world.data import MissingDataError
+from platonic.world.image.data import MissingDataError
 
 EXPECTED = {  # name: (classes, template)
     "instrument": (8, "a recording of {} playing."),
@@ -166,7 +166,7 @@ def test_resample_keeps_a_tone_and_the_kind_of_array():
 
 
 def test_the_audio_data_is_not_in_the_image_world_recipe():
-    from platonic.world import build
+    from platonic.world.image import build
     from platonic.world.audio import tasks
 
     # the image world's key is its declared recipe: its own tasks and models, no audio task or control

@@ -97,7 +97,7 @@ def test_rebuild_with_same_seed_gives_identical_weights(tiny_audio_world, tmp_pa
 
 
 def test_recipe_hash_covers_the_recipe_and_leaves_the_image_world_alone(monkeypatch):
-    from platonic.world import build as image_build
+    from platonic.world.image import build as image_build
 
     tiny = ab.PROFILES["tiny"]
     assert ab.recipe_hash(tiny, 0) == ab.recipe_hash(tiny, 0) != ab.recipe_hash(tiny, 1)

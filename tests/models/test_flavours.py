@@ -77,7 +77,7 @@ def test_lora_att_wraps_q_k_v_out_and_orthoreg_sees_scaled_BA_of_each():
 
 
 def test_world_vit_attft_excludes_nothing_but_its_blocks_and_map_vit_skips_its_pooling_head():
-    from platonic.world.zoo import SPECS, WorldModel, build_module
+    from platonic.world.image.zoo import SPECS, WorldModel, build_module
 
     vit = WorldModel(SPECS["vit-a"], build_module(SPECS["vit-a"], 0))
     assert [n for n, _ in trainable_parameters(vit, "attention")] == [f"blocks.{i}.attn.{p}_proj.weight" for i in range(4)

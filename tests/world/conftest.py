@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_world(tmp_path_factory):
-    from platonic.world import data as world_data
+    from platonic.world.image import data as world_data
 
     try:
         world_data.require_debian_data()
@@ -21,7 +21,7 @@ def tiny_world(tmp_path_factory):
     os.environ.update(PLATONIC_CACHE=str(root), PLATONIC_WORLD_PROFILE="tiny")
     os.environ.pop("PLATONIC_QUIET", None)  # the build reports progress, into a log (not a terminal) kept here
     from platonic.experiments.checks.world import world_report
-    from platonic.world.build import KINDS, ensure_world
+    from platonic.world.image.build import KINDS, ensure_world
 
     log = io.StringIO()
     t0 = time.perf_counter()

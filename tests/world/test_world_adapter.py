@@ -11,8 +11,8 @@ from platonic.cli import app
 from platonic.experiments.setups.world import world_data
 from platonic.measurement import EmbeddingCache, measure, target_grid
 from platonic.models import load_model
-from platonic.world.data import TASKS
-from platonic.world.zoo import load_weights
+from platonic.world.image.data import TASKS
+from platonic.world.common.weights import load_weights
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from platonic.errors import PlatonicError
-from platonic.world import build as wb
-from platonic.world.data import CONTROL_NAMES, TASK_NAMES
-from platonic.world.zoo import MODEL_NAMES, load_weights
+from platonic.world.image import build as wb
+from platonic.world.image.data import CONTROL_NAMES, TASK_NAMES
+from platonic.world.common.weights import load_weights
+from platonic.world.image.zoo import MODEL_NAMES
 
 
 def test_cache_dir_honours_env_and_xdg(monkeypatch, tmp_path):
@@ -161,7 +162,7 @@ def test_line_progress_prints_one_line_per_step_off_a_terminal(monkeypatch):
 
 def test_world_profile_errors_derive_from_platonic_error(monkeypatch):
     from platonic import PlatonicError
-    from platonic.world.build import default_profile, world_dir
+    from platonic.world.image.build import default_profile, world_dir
 
     with pytest.raises(PlatonicError, match="unknown world profile 'nosuch'"):
         world_dir("nosuch")

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from platonic.data.probes import probe_indices
-from platonic.world import data as wd
-from platonic.world import glyphs
+from platonic.world.image import data as wd
+from platonic.world.image import glyphs
 
 
 def test_eight_tasks_two_controls_each_with_one_template():
@@ -56,7 +56,7 @@ def test_missing_debian_package_is_named(monkeypatch, tmp_path, module, attr, pa
 
 
 def test_builder_stops_naming_the_package(monkeypatch, tmp_path):
-    from platonic.world.build import build_world
+    from platonic.world.image.build import build_world
 
     monkeypatch.setattr(wd, "FASHION_DIR", tmp_path / "absent")
     with pytest.raises(wd.MissingDataError, match="dataset-fashion-mnist"):

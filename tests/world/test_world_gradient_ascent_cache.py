@@ -5,7 +5,7 @@ import torch
 from platonic.experiments.engine import finetune_cache
 from platonic.experiments.setups.world import world_data, ascended
 from platonic.models import load_model
-from platonic.world.data import TASKS
+from platonic.world.image.data import TASKS
 
 
 def test_a_second_gradient_ascent_trains_nothing_and_gives_the_same_weights(tiny_world, monkeypatch):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from platonic.errors import MissingDataError
-from platonic.world import data as wd
-from platonic.world import icons
+from platonic.world.image import data as wd
+from platonic.world.image import icons
 
 
 def test_theme_splits_are_disjoint_families():

@@ -3,9 +3,9 @@
 import torch
 from torch import nn
 
-from platonic.world import build as world_build
-from platonic.world.train import PRETRAIN_SETS, CaptionSampler, anisotropy, prompt_overlap, set_overlap
-from platonic.world.zoo import SPECS
+from platonic.world.image import build as world_build
+from platonic.world.image.train import PRETRAIN_SETS, CaptionSampler, anisotropy, prompt_overlap, set_overlap
+from platonic.world.image.zoo import SPECS
 
 
 def _subspace_rows(n, dims, d=8, seed=0):

@@ -4,7 +4,7 @@ import json
 import sys
 from pathlib import Path
 
-from platonic.world import build
+from platonic.world.image import build
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from weight_pins import differences  # noqa: E402

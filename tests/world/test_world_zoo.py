@@ -6,7 +6,7 @@ import torch
 from platonic import HeadAffineSite, Operator, fold, unfold
 from platonic.bank import Term
 from platonic.models import DualEncoder, load_model
-from platonic.world.zoo import MODEL_NAMES, SPECS
+from platonic.world.image.zoo import MODEL_NAMES, SPECS
 
 ALPHA = 0.5
 
@@ -33,7 +33,7 @@ def models(tiny_world):
 
 
 def test_load_model_gives_dual_encoders(models, tiny_world):
-    from platonic.world.data import TASKS
+    from platonic.world.image.data import TASKS
 
     probes = torch.randint(0, 256, (5, 3, 32, 32), dtype=torch.uint8)
     for name, m in models.items():

@@ -18,7 +18,7 @@ world_app = typer.Typer(help="The embedded world: real small data, a zoo of tiny
 
 def _image_world():
     from ..experiments.checks import world_report
-    from ..world.build import build_world, check_profile, world_dir
+    from ..world.image.build import build_world, check_profile, world_dir
 
     return {"label": "world", "check": check_profile, "dir": world_dir,
             "build": lambda profile, seed, force, progress, workers, diagnostics: build_world(
@@ -93,7 +93,7 @@ def diagnose(profile: str = typer.Option("full", "--profile", help="tiny or full
     probe embeddings; then the checks. Builds and measures the world first where needed."""
     from ..experiments.checks import diagnostics_table, world_report
     from ..preflight import check_cache_writable
-    from ..world.build import KINDS, check_profile, ensure_world
+    from ..world.image.build import KINDS, check_profile, ensure_world
 
     check_profile(profile)
     check_cache_writable()

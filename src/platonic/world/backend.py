@@ -1,62 +1,27 @@
-"""The `world:` backend: `load_model("world:NAME[/TASK[/lora]]")` loads a zoo model from the built world,
+"""The `world:` backend: `load_model("world:NAME[/TASK[/lora]]")` loads a model of the image world,
 `load_model("world:audio/NAME[/TASK[/lora]]")` one of the audio world's.
 
-Importing this module registers the backend; `platonic.models` imports it on the first `world:` spec.
+Importing this module registers the backend; `platonic.models` imports it on the first `world:` spec
+(entry point `platonic.backends`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InvalidInputError
-from ..finetuning.linearize import LinearizedEncoder
 from ..models import register_backend
-from .build import KINDS, TANGENT_WEIGHTS, built_kinds, ensure_sources, ensure_world
-from .data import TASKS
-from .zoo import MODEL_NAMES, SPECS, WorldModel, load_weights, model_from_state
 
 
-def load_world_model(name: str, device="cpu", dtype=None, root: Path | None = None) -> WorldModel | LinearizedEncoder:
-    """Load `NAME`, `NAME/TASK` (full fine-tune) or `NAME/TASK/lora` from the built world (built if needed).
-
-    A source fine-tuned in the tangent space (a profile with mode "linear" sources; its file holds dtheta)
-    loads as a `LinearizedEncoder` around the pre-trained `NAME`; every other source as a `WorldModel`.
-
-    `audio/NAME[/TASK[/lora]]` is a model of the audio world (`platonic.world.audio.backend`; `root`
-    then names the audio world's directory).
-    """
+def load_world_model(name: str, device="cpu", dtype=None, root: Path | None = None):
+    """`NAME[/TASK[/lora]]` of the image world (`image.backend`) or `audio/NAME[/TASK[/lora]]` of the audio
+    world (`audio.backend`), from the built world at `root` (the cached one, built if needed, when None)."""
     if name.strip().startswith("audio/"):
         from .audio.backend import load_audio_world_model
 
         return load_audio_world_model(name.strip().removeprefix("audio/"), device=device, dtype=dtype, root=root)
-    parts = name.strip().split("/")
-    if parts[0] not in SPECS or len(parts) > 3:
-        raise InvalidInputError(
-            f"unknown world model {name!r}; models: {', '.join(MODEL_NAMES)} (optionally /TASK or /TASK/lora), "
-            "or audio/NAME for the audio world"
-        )
-    task = parts[1] if len(parts) >= 2 else None
-    kind = parts[2] if len(parts) == 3 else "full"
-    if task is not None and (task not in TASKS or kind not in KINDS):
-        raise InvalidInputError(f"world model {name!r}: task must be one of {', '.join(TASKS)} and kind full or lora")
-    if root is None:
-        world = ensure_world(kinds=(kind,))
-    else:
-        world = Path(root)
-        if task is not None and built_kinds(world):
-            ensure_sources(world, (kind,))  # a built world gets a kind's sources on first use (else a no-op)
-    spec = SPECS[parts[0]]
-    state, _ = load_weights(world / "models" / spec.name / "base.safetensors")
-    if task is None:
-        return model_from_state(spec, state, f"world:{name}", device=device, dtype=dtype)
-    ft, meta = load_weights(world / "models" / spec.name / "ft" / f"{task}.{kind}.safetensors")
-    if meta.get("weights") == TANGENT_WEIGHTS:  # a tangent source: the pre-trained model's expansion at dtheta
-        base = model_from_state(spec, state, f"world:{spec.name}", device=device, dtype=dtype)
-        source = LinearizedEncoder(base, {k: v.to(device) for k, v in ft.items()})
-        source.spec = f"world:{name}"  # the string that loads it again
-        return source
-    state = {**state, **{f"image.{k}": v for k, v in ft.items()}}
-    return model_from_state(spec, state, f"world:{name}", device=device, dtype=dtype)
+    from .image.backend import load_image_world_model
+
+    return load_image_world_model(name, device=device, dtype=dtype, root=root)
 
 
 register_backend("world", load_world_model)

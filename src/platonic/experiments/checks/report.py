@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...world.data import CONTROL_NAMES, TASK_NAMES
+from ...world.image.data import CONTROL_NAMES, TASK_NAMES
 
 
 def _p(x: float) -> str:

@@ -178,7 +178,7 @@ def checks(s: dict) -> dict:
 
 def world_report(path, progress: bool = False, force: bool = False) -> dict:
     """The world's report (measured once, then read from report.json); writes report.json and report.md."""
-    from ...world.build import built_kinds, ensure_sources
+    from ...world.image.build import built_kinds, ensure_sources
     from .report import markdown_report
 
     def measure() -> dict:

@@ -84,11 +84,11 @@ def split_control(name: str, whole: EvalSet, seed: int = CONTROL_SPLIT_SEED) -> 
 
 def world_ta_setup(path: Path | None = None, models=None) -> TaskArithmeticSetup:
     """The built world at `path` (default: `ensure_world()`, which builds it if needed), no descriptors."""
-    from ...world.zoo import MODEL_NAMES
+    from ...world.image.zoo import MODEL_NAMES
     from .world import world_parts
 
     if path is None:
-        from ...world.build import ensure_world
+        from ...world.image.build import ensure_world
 
         path = ensure_world()
     path = Path(path)

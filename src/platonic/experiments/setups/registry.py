@@ -91,8 +91,8 @@ def world_grid(task: str, audio: bool = False, profile: str = "full", seed: int 
         from ...world.audio.build import check_profile, ensure_audio_world, world_data_file
         from ...world.audio.tasks import TASK_NAMES as names
     else:
-        from ...world import data as wd
-        from ...world.build import check_profile, ensure_world
+        from ...world.image import data as wd
+        from ...world.image.build import check_profile, ensure_world
 
         names = wd.TASK_NAMES
     if task not in names:

@@ -29,7 +29,7 @@ DEFAULT_SOURCE_KIND = "full"  # measured: better cross-model agreement and large
 
 def world_data(path: Path) -> dict:
     """The built world's data at `path`: task or control name -> ImageTaskData (train / val / test splits, probes)."""
-    from ...world.data import data_from_tensors
+    from ...world.image.data import data_from_tensors
 
     with safe_open(str(path / "data.safetensors"), framework="pt") as f:
         return data_from_tensors({k: f.get_tensor(k) for k in f.keys()})
@@ -69,9 +69,9 @@ class WorldParts:
 
 def world_parts(path: Path, models=None) -> WorldParts:
     """Load the built world at `path` (models: the names to load, default all; tasks, controls, data)."""
-    from ...world import data as wd
+    from ...world.image import data as wd
     from ...world.backend import load_world_model
-    from ...world.zoo import MODEL_NAMES
+    from ...world.image.zoo import MODEL_NAMES
 
     data = world_data(path)
     models = {name: load_world_model(name, root=path) for name in (models or MODEL_NAMES)}
@@ -102,7 +102,7 @@ def world_sources(world, models: dict, tasks: dict, recipe=None, task_names=None
     tasks shares entries with one on all of them, and with `platonic experiment task_arithmetic
     --flavours full` of the same recipe.
     """
-    from ...world import data as wd
+    from ...world.image import data as wd
     from ..engine.weight_space import TaskVectorRecipe
 
     recipe = recipe or TaskVectorRecipe()
@@ -157,9 +157,9 @@ def world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DE
     cache's recipe for `baselines["finetunes"]` (the weight-space task vectors and the OrthoReg-source
     protocol); path: a built world directory (default: the cached world of `profile`).
     """
-    from ...world import data as wd
-    from ...world.build import built_kinds, ensure_sources, ensure_world
-    from ...world.zoo import MODEL_NAMES
+    from ...world.image import data as wd
+    from ...world.image.build import built_kinds, ensure_sources, ensure_world
+    from ...world.image.zoo import MODEL_NAMES
 
     check_names("world", models, tasks, MODEL_NAMES, wd.TASK_NAMES)
     if path is None:

@@ -1,6 +1,6 @@
 """Build the audio world: data, caption cache, pre-training of the audio zoo, fine-tuned sources. Cached, versioned.
 
-Like the image world's builder (`platonic.world.build`) it makes data and weights only; what the world
+Like the image world's builder (`platonic.world.image.build`) it makes data and weights only; what the world
 does (zero-shot, fine-tuning gain, descriptor agreement, oracle recovery) is measured by the experiment
 engine, `platonic.experiments.checks`, which writes report.json / report.md into the same
 directory.
@@ -30,13 +30,11 @@ import json
 import os
 import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass
-from multiprocessing import get_context
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
 from ...data.probes import PROBES_PER_CLASS
 from ...environment import cpu_record, library_versions
@@ -45,9 +43,8 @@ from ...finetuning import FinetuneConfig, finetune
 from ...paths import cache_root
 from ...progress import LineProgress, track
 from ...storage import atomic_write
-from ..captions import write_caption_embeddings
-from ..text import SentenceEncoder
-from ..train import set_determinism
+from ..common.captions import write_caption_embeddings
+from ..common.jobs import model_seed, set_determinism, worker_pool, world_inputs
 from . import dataset
 from .dataset import AudioDataSizes
 from .pretrain import AudioPretrainConfig, pretrain
@@ -190,30 +187,14 @@ def load_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
 
 # -- worker side ------------------------------------------------------------------------------------
 
-_CACHE: dict = {}
-
-
 def world_data_file(world: Path) -> Path:
     """The data file a built audio world reads (named in its build.json, or beside it while it builds)."""
     return Path(json.loads((Path(world) / "inputs.json").read_text())["data"])
 
 
 def load_world_inputs(world: Path):
-    """(data, vocab, caption_emb) of an audio world directory, cached per process (one world at a time)."""
-    key = str(world)
-    if key not in _CACHE:
-        data = dataset.load_audio_data(world_data_file(world))
-        with safe_open(str(Path(world) / "captions.safetensors"), framework="pt") as f:
-            vocab = json.loads(f.metadata()[META_KEY])["vocab"]
-            emb = f.get_tensor("embeddings")
-        SentenceEncoder.shared().preload(vocab, emb)
-        _CACHE.clear()
-        _CACHE[key] = (data, vocab, emb)
-    return _CACHE[key]
-
-
-def model_seed(spec, seed: int) -> int:
-    return spec.seed + 1000 * seed
+    """(data, vocab, caption_emb) of an audio world directory, read once per process."""
+    return world_inputs(world, lambda path: dataset.load_audio_data(world_data_file(path)))
 
 
 def job_pretrain(path: str, profile: str, seed: int, name: str) -> dict:
@@ -268,15 +249,6 @@ def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> di
 
 
 # -- orchestration ------------------------------------------------------------------------------------
-
-def _init_worker() -> None:
-    torch.set_num_threads(1)
-
-
-def worker_pool(workers: int):
-    """Forked single-threaded workers (fork: callers need no `if __name__ == "__main__"` guard)."""
-    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"), initializer=_init_worker)
-
 
 def build_audio_world(profile: str = "full", seed: int = 0, root: Path | None = None, force: bool = False,
                       progress: bool = True, workers: int | None = None) -> Path:

@@ -18,7 +18,7 @@ Towers map their input to unnormalised embeddings (B, d), in the way the paper's
 | `WaveConv`    | waveform (1, T') | strided Conv1d stem, ConvNeXt-1d blocks (dwconv, pw1 / pw2) | z = LN(avgpool), no linear: identity d x d appended | AppendedLinearSite |
 
 The transformer blocks, attention (q_proj / k_proj / v_proj / out_proj), the attention-pool head and
-the basic residual block are the image world's (`platonic.world.nets`, used read-only).
+the basic residual block are shared with the image world (`platonic.world.common.blocks`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ from torch import nn
 
 from ...edit import AppendedLinearSite
 from ...errors import InvalidInputError
-from ..nets import BasicBlock, Block, MAPHead
-
+from ..common.blocks import BasicBlock, Block, MAPHead
 
 # -- front ends -------------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ that names its class `AudioModelSpec.name_rate` of the time (one of four phrasin
 task's prompt template), a group or the domain `hint_rate` of the time ("a wind instrument", "a
 direction"), and otherwise nothing ("a sound."); `tasks.caption_pools` lists them. Clips that share
 a caption string in a batch are all positives for it. The loss and the two terms that put different
-data sets in different directions are the image world's (`platonic.world.train`, used read-only):
+data sets in different directions are shared with the image world (`platonic.world.common.losses`):
 
     loss = contrastive(z_audio, z_text) + image_orthogonality * set_overlap(z_audio, set ids)
                                         + prompt_orthogonality * prompt_overlap(text head, class-naming captions)
@@ -22,7 +22,7 @@ import torch
 
 from ...edit import appended_identity_parameters
 from ...progress import track
-from ..train import contrastive_loss, prompt_overlap, set_overlap
+from ..common.losses import contrastive_loss, prompt_overlap, set_overlap
 from .dataset import AudioTaskData
 from .tasks import GENERIC_CAPTIONS, all_sets, caption_pools
 from .zoo import AudioModelSpec, AudioWorldDualEncoder, build_module, model_inputs

@@ -19,7 +19,9 @@ A task is the image world's `Task` value (name, classes, template, hints, domain
 
 from __future__ import annotations
 
-from ..data import Task
+from ..common.tasks import Task
+from ..common.tasks import caption_pools as common_caption_pools
+from ..common.tasks import caption_vocabulary as common_vocabulary
 
 INSTRUMENT_FAMILIES = ("piano", "organ", "guitar", "bass", "strings", "brass", "reeds", "flutes")
 INSTRUMENT_HINTS = ("keyboard instrument", "keyboard instrument", "plucked instrument", "plucked instrument",
@@ -85,23 +87,15 @@ def all_sets() -> dict[str, Task]:
 GENERIC_CAPTIONS = ("a sound.", "a recording.", "a short audio clip.", "something you can hear.")
 
 
+NAMING = ("{c}.", "a recording of {c}, a {domain}.", "a clip of {c}.")
+HINTING = ("a {h}.", "the sound of a {h}.", "a {domain}.", "a recording of a {domain}.")
+
+
 def caption_pools(task: Task) -> dict[str, list[list[str]]]:
-    """Per class: 'name' captions (name the class) and 'hint' captions (a group or the domain), as the image
-    world's `caption_pools`; only one of the naming phrasings is the task's prompt template."""
-    name, hint = [], []
-    for c, h in zip(task.classes, task.hints):
-        name.append([task.template.format(c), f"{c}.", f"a recording of {c}, a {task.domain}.", f"a clip of {c}."])
-        hint.append([f"a {h}.", f"the sound of a {h}.", f"a {task.domain}.", f"a recording of a {task.domain}."])
-    return {"name": name, "hint": hint}
+    """Per class: 'name' captions (name the class), 'hint' captions (a group or the domain) (`common.tasks`)."""
+    return common_caption_pools(task, NAMING, HINTING)
 
 
 def caption_vocabulary() -> list[str]:
-    """Every caption string audio pre-training may use, sorted."""
-    out = set(GENERIC_CAPTIONS)
-    for task in all_sets().values():
-        pools = caption_pools(task)
-        for kind in ("name", "hint"):
-            for caps in pools[kind]:
-                out.update(caps)
-        out.update(task.prompts)
-    return sorted(out)
+    """Every caption string audio pre-training may use, sorted (the text cache is keyed by this list)."""
+    return common_vocabulary(all_sets(), GENERIC_CAPTIONS, caption_pools)

@@ -11,8 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ...errors import PlatonicError
-from ..data import MissingDataError
+from ...errors import MissingDataError, PlatonicError
 
 # program -> Debian package
 PROGRAMS = {"fluidsynth": "fluidsynth", "espeak-ng": "espeak-ng", "flite": "flite", "festival": "festival"}

@@ -1,7 +1,7 @@
 """The audio zoo: four tiny audio-text dual encoders behind platonic's `DualEncoder` interface.
 
 They differ the way the paper's CLAP models do (tower type, width, depth) and, like the image world's
-zoo, sit on the frozen all-MiniLM-L6-v2 text encoder (`platonic.world.text`) with a text head of their own:
+zoo, sit on the frozen all-MiniLM-L6-v2 text encoder (`platonic.world.common.text`) with a text head of their own:
 
 | name  | audio tower (`nets.py`)                        | front end                    | d   | text head | edit site            | LoRA targets |
 |-------|------------------------------------------------|------------------------------|-----|-----------|----------------------|--------------|
@@ -32,9 +32,9 @@ from torch import nn
 from ...edit import AppendedLinearSite, EditSite, HeadAffineSite, LinearSite, ProjectionParameter
 from ...errors import InvalidInputError
 from ...models.base import DualEncoder
-from ..nets import LogitHead, TextHead
-from ..text import SENTENCE_DIM, SENTENCE_MODEL, SentenceEncoder
-from ..zoo import load_weights, save_weights  # the image world's safetensors + JSON format
+from ..common.heads import LogitHead, TextHead
+from ..common.text import SENTENCE_DIM, SENTENCE_MODEL, SentenceEncoder
+from ..common.weights import load_weights, save_weights
 from . import canonical
 from .nets import TOWERS, log_mel
 

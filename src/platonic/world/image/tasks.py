@@ -18,8 +18,9 @@ Both are pre-training sets too (their train splits: other fonts, other themes); 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..common.tasks import Task
+from ..common.tasks import caption_pools as common_caption_pools
+from ..common.tasks import caption_vocabulary as common_vocabulary
 from .icons import OBJECT_HINTS, OBJECT_NAMES
 
 # -- task definitions ---------------------------------------------------------------------------
@@ -46,32 +47,6 @@ TEXTURES = ("horizontal stripes", "vertical stripes", "diagonal stripes", "check
             "noise", "waves")
 TEXTURE_HINTS = ("line pattern", "line pattern", "line pattern", "regular pattern", "regular pattern",
                  "regular pattern", "irregular pattern", "line pattern")
-
-
-@dataclass(frozen=True)
-class Task:
-    """A classification task (or control set) of the world.
-
-    classes: class names in label order; template: the one prompt template ("... {} ...");
-    hints: per class, a partial description used in pre-training captions (names a group, not the class);
-    domain: what kind of picture it is, used in generic captions; role: "task" or "control".
-    """
-
-    name: str
-    classes: tuple[str, ...]
-    template: str
-    hints: tuple[str, ...]
-    domain: str
-    source: str
-    role: str = "task"
-
-    @property
-    def prompts(self) -> list[str]:
-        return [self.template.format(c) for c in self.classes]
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.classes)
 
 
 def _vowel_hint(c: str) -> str:
@@ -111,25 +86,15 @@ def all_sets() -> dict[str, Task]:
 GENERIC_CAPTIONS = ("a picture.", "an image.", "a small picture of something.", "a photo.")
 
 
-def caption_pools(task: Task) -> dict[str, list[list[str]]]:
-    """Per class: 'name' captions (name the class), 'hint' captions (a group or domain), shared 'generic'.
+NAMING = ("{c}.", "an image of {c}, a {domain}.", "a picture showing {c}.")
+HINTING = ("a {h}.", "a picture of a {h}.", "a {domain}.", "an image of a {domain}.")
 
-    Naming captions use several phrasings, only one of which is the task's prompt template.
-    """
-    name, hint = [], []
-    for c, h in zip(task.classes, task.hints):
-        name.append([task.template.format(c), f"{c}.", f"an image of {c}, a {task.domain}.", f"a picture showing {c}."])
-        hint.append([f"a {h}.", f"a picture of a {h}.", f"a {task.domain}.", f"an image of a {task.domain}."])
-    return {"name": name, "hint": hint}
+
+def caption_pools(task: Task) -> dict[str, list[list[str]]]:
+    """Per class: 'name' captions (name the class), 'hint' captions (a group or the domain) (`common.tasks`)."""
+    return common_caption_pools(task, NAMING, HINTING)
 
 
 def caption_vocabulary() -> list[str]:
-    """Every caption string pre-training may use, sorted (the text cache is keyed by this list)."""
-    out = set(GENERIC_CAPTIONS)
-    for task in all_sets().values():
-        pools = caption_pools(task)
-        for kind in ("name", "hint"):
-            for caps in pools[kind]:
-                out.update(caps)
-        out.update(task.prompts)
-    return sorted(out)
+    """Every caption string image pre-training may use, sorted (the text cache is keyed by this list)."""
+    return common_vocabulary(all_sets(), GENERIC_CAPTIONS, caption_pools)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from ..errors import InvalidInputError
+from ...errors import InvalidInputError
 from .splits import CANONICAL_SIZE, ImageSplit
 from .tasks import COLOUR_RGB, SHAPES, TASKS, TEXTURES
 

@@ -2,14 +2,14 @@
 
 Every image is a canonical uint8 tensor (3, S, S) with S = `CANONICAL_SIZE` (32); a split holds
 images (n, 3, S, S) uint8 and labels (n,) int64. Models resize these bilinearly to their own input
-size (`platonic.world.zoo.WorldModel.prepare_probes`), so every model sees the same pixels.
+size (`platonic.world.image.zoo.WorldModel.prepare_probes`), so every model sees the same pixels.
 
 Real data (nobody here wrote it):
 - Fashion-MNIST, from the Debian package `dataset-fashion-mnist` (/usr/share/datasets/fashion-mnist);
 - glyphs rendered from the typefaces of `fonts-aenigma` (hundreds of display families) and
   `fonts-dejavu-core`; fonts are split by family into disjoint train / val / test sets, so a
   glyph task's test split shows letterforms of typefaces no model ever saw;
-- desktop icons of 27 everyday objects from ten Debian icon themes (`platonic.world.icons`), split
+- desktop icons of 27 everyday objects from ten Debian icon themes (`platonic.world.image.icons`), split
   by theme family the same way.
 Procedural data (shapes, colours, counting, textures) fills the rest.
 
@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data.probes import PROBES_PER_CLASS, probe_indices
-from ..errors import MissingDataError
+from ...data.probes import PROBES_PER_CLASS, probe_indices
+from ...errors import MissingDataError
 from . import glyphs
 from .glyphs import render_glyph_set, split_fonts, usable_fonts
 from .icons import render_icon_set, require_icons
@@ -146,7 +146,7 @@ class DataSizes:
 
 def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_class: int = PROBES_PER_CLASS) -> dict[str, ImageTaskData]:
     """All tasks and controls, deterministic under `seed`. Returns name -> ImageTaskData (controls: test only)."""
-    from ..progress import track
+    from ...progress import track
 
     require_debian_data()
     out: dict[str, ImageTaskData] = {}

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import MissingDataError
+from ...errors import MissingDataError
 
 ICON_ROOT = Path("/usr/share/icons")
 MASTER = 64

@@ -35,27 +35,27 @@ import json
 import os
 import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass
-from multiprocessing import get_context
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 
-from ..environment import cpu_record, library_versions
-from ..errors import InvalidInputError
-from ..finetuning import FinetuneConfig, finetune
-from ..paths import cache_root
-from ..progress import LineProgress, track
-from ..storage import atomic_write, write_tensors
+from ...environment import cpu_record, library_versions
+from ...errors import InvalidInputError
+from ...finetuning import FinetuneConfig, finetune
+from ...paths import cache_root
+from ...progress import LineProgress, track
+from ...storage import atomic_write, write_tensors
+from ..common.captions import write_caption_embeddings
+from ..common.jobs import model_seed, set_determinism, worker_pool, world_inputs
 from . import data as world_data
 from . import zoo
-from .captions import write_caption_embeddings
 from .data import TASK_NAMES, DataSizes
-from .text import SentenceEncoder
-from .train import PretrainConfig, pretrain, set_determinism
-from .zoo import META_KEY, MODEL_NAMES, SPECS, load_weights, model_from_state, save_weights, spec_to_json
+from .train import PretrainConfig, pretrain
+from ..common.weights import META_KEY, load_weights, save_weights
+from .zoo import MODEL_NAMES, SPECS, model_from_state, spec_to_json
 
 WORLD_VERSION = 1
 # The version of the code that trains a world (data rendering, nets, pre-training, the fine-tuning loop).
@@ -230,26 +230,14 @@ def _write_build_record(path: Path, build: dict, kinds) -> None:
 
 # -- worker side ----------------------------------------------------------------------------------
 
-_CACHE: dict = {}
-
-
 def load_world_inputs(path: Path):
-    """(data, vocab, caption_emb) of a world directory, cached per process."""
-    key = str(path)
-    if key not in _CACHE:
-        with safe_open(str(path / "data.safetensors"), framework="pt") as f:
-            data = world_data.data_from_tensors({k: f.get_tensor(k) for k in f.keys()})
-        with safe_open(str(path / "captions.safetensors"), framework="pt") as f:
-            vocab = json.loads(f.metadata()[META_KEY])["vocab"]
-            emb = f.get_tensor("embeddings")
-        SentenceEncoder.shared().preload(vocab, emb)
-        _CACHE.clear()
-        _CACHE[key] = (data, vocab, emb)
-    return _CACHE[key]
+    """(data, vocab, caption_emb) of a world directory, read once per process."""
+    return world_inputs(path, _read_data)
 
 
-def model_seed(spec, seed: int) -> int:
-    return spec.seed + 1000 * seed
+def _read_data(path: Path) -> dict:
+    with safe_open(str(path / "data.safetensors"), framework="pt") as f:
+        return world_data.data_from_tensors({k: f.get_tensor(k) for k in f.keys()})
 
 
 def job_pretrain(path: str, profile: str, seed: int, name: str) -> dict:
@@ -304,15 +292,6 @@ def job_finetune(path: str, profile: str, seed: int, name: str, task: str, kinds
 
 
 # -- orchestration ----------------------------------------------------------------------------------
-
-def worker_pool(workers: int):
-    """Forked single-threaded workers (fork, not spawn: callers need no `if __name__ == "__main__"` guard)."""
-    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"), initializer=_init_worker)
-
-
-def _init_worker() -> None:
-    torch.set_num_threads(1)
-
 
 def write_world_inputs(path: Path, profile: str, seed: int, progress: bool = True) -> dict[str, float]:
     """Write what every job reads: data.safetensors (every split, probe indices) and captions.safetensors

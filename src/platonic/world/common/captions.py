@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from ..storage import write_tensors
+from ...storage import write_tensors
 from .text import SentenceEncoder
 
 

@@ -11,7 +11,7 @@
 
 vit-a / vit-b are the same architecture with different pre-training (seed, data mixture, caption
 naming rate): the pair for the weight-space baselines. Text towers share the frozen
-all-MiniLM-L6-v2 (`platonic.world.text`) and differ in their trainable head.
+all-MiniLM-L6-v2 (`platonic.world.common.text`) and differ in their trainable head.
 
 Model specs for `platonic.models.load_model`:
     world:NAME               the pre-trained model
@@ -25,23 +25,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
 from torch import nn
 
-from ..edit import AppendedLinearSite, EditSite, HeadAffineSite, LinearSite, ProjectionParameter
-from ..errors import ArtifactError, InvalidInputError
-from ..models.base import DualEncoder
-from ..storage import write_tensors
+from ...edit import AppendedLinearSite, EditSite, HeadAffineSite, LinearSite, ProjectionParameter
+from ...errors import InvalidInputError
+from ...models.base import DualEncoder
+from ..common.heads import LogitHead, TextHead
+from ..common.text import SENTENCE_DIM, SENTENCE_MODEL, SentenceEncoder
+from ..common.weights import save_weights
 from .data import CANONICAL_SIZE
-from .nets import TOWERS, LogitHead, TextHead
-from .text import SENTENCE_DIM, SENTENCE_MODEL, SentenceEncoder
+from .nets import TOWERS
 
-META_KEY = "platonic_world"
 PIXEL_MEAN, PIXEL_STD = 0.5, 0.25
 
 
@@ -63,7 +61,7 @@ class ModelSpec:
     name_rate: float = 0.1  # fraction of captions that name the class
     hint_rate: float = 0.4  # fraction that name a group / domain
     # weights of the pre-training terms that put different data sets in different directions
-    # (world/train.py: set_overlap on images, prompt_overlap on class-name captions); 0 = off
+    # (world/common/losses.py: set_overlap on images, prompt_overlap on class-name captions); 0 = off
     image_orthogonality: float = 0.0
     prompt_orthogonality: float = 0.0
     # weight of the term that spreads a batch's image embeddings over more directions (train.anisotropy)
@@ -218,21 +216,6 @@ def spec_to_json(spec: ModelSpec) -> dict:
     d = asdict(spec)
     d["lora_targets"] = list(spec.lora_targets)
     return d
-
-
-def save_weights(path, state: dict, meta: dict) -> Path:
-    """Atomic safetensors write of `state` with `meta` as JSON metadata (key "platonic_world")."""
-    return write_tensors(path, state, meta, key=META_KEY, make_parents=True)
-
-
-def load_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
-    path = Path(path)
-    if not path.exists():
-        raise ArtifactError(f"{path} does not exist; build the world with `platonic world build`")
-    with safe_open(str(path), framework="pt") as f:
-        meta = json.loads((f.metadata() or {}).get(META_KEY, "{}"))
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-    return tensors, meta
 
 
 def model_from_state(spec: ModelSpec, state: dict, spec_string: str | None = None, device="cpu", dtype=None) -> WorldModel:

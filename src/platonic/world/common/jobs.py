@@ -1,0 +1,62 @@
+"""What both worlds' builds share on the worker side: forked single-threaded workers, deterministic torch,
+the seed of a model from the world seed, and a world's inputs (data and caption cache) read once per process.
+
+Each job seeds itself (`model_seed`), so the weights do not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Callable
+
+import torch
+from safetensors import safe_open
+
+from .text import SentenceEncoder
+from .weights import META_KEY
+
+_INPUTS: dict = {}
+
+
+def set_determinism(threads: int = 1) -> None:
+    """One job's torch: `threads` threads, deterministic algorithms where torch has them."""
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def model_seed(spec, seed: int) -> int:
+    """The seed of model `spec` in the world of seed `seed`."""
+    return spec.seed + 1000 * seed
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """Forked single-threaded workers (fork, not spawn: callers need no `if __name__ == "__main__"` guard)."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"), initializer=_init_worker)
+
+
+def read_captions(world: Path) -> tuple[list[str], torch.Tensor]:
+    """(vocab, embeddings (V, 384)) of a world's caption cache; the shared sentence encoder is preloaded with them."""
+    with safe_open(str(Path(world) / "captions.safetensors"), framework="pt") as f:
+        vocab = json.loads(f.metadata()[META_KEY])["vocab"]
+        emb = f.get_tensor("embeddings")
+    SentenceEncoder.shared().preload(vocab, emb)
+    return vocab, emb
+
+
+def world_inputs(world: Path, read_data: Callable[[Path], dict]) -> tuple[dict, list[str], torch.Tensor]:
+    """(data, vocab, caption embeddings) of the world at `world`, read once per process (one world at a time);
+    `read_data(world)` reads its data."""
+    key = str(world)
+    if key not in _INPUTS:
+        data = read_data(Path(world))
+        vocab, emb = read_captions(world)
+        _INPUTS.clear()
+        _INPUTS[key] = (data, vocab, emb)
+    return _INPUTS[key]
