@@ -13,8 +13,20 @@ import typer
 from .common import console, device_option
 
 
+# --help is answered without importing the engine (which imports torch): these texts are the protocol
+# registry's, written out; tests/test_cli_speed.py checks that they equal what the registry says
+EXPERIMENT_NAMES = "addition, negation, generalization, alpha, weight_space, orthoreg_sources, task_arithmetic"
+REGISTRY_DEFAULTS = {
+    "alpha": "addition 0.5, negation 1, generalization 0.5, alpha its sweep, weight_space 0.5, orthoreg_sources 0.5",
+    "mu_a": "addition 0.01, negation 0.01, generalization 0.01, alpha 0.01, weight_space 0.01, orthoreg_sources 0.01",
+    "mu_b": "addition 1e-06, negation 1e-06, generalization 1e-06, alpha 1e-06, weight_space 1e-06, "
+            "orthoreg_sources 1e-06",
+}
+
+
 def registry_defaults(setting: str) -> str:
-    """"addition 0.5, negation 1, ..." for one default of the protocols that solve descriptors (for --help)."""
+    """"addition 0.5, negation 1, ..." for one default of the protocols that solve descriptors, read from the
+    registry (what `REGISTRY_DEFAULTS` must say)."""
     from ..experiments.registry import PROTOCOLS
 
     values = {name: p.alpha if setting == "alpha" else getattr(p.solve, setting) for name, p in PROTOCOLS.items()
@@ -23,14 +35,14 @@ def registry_defaults(setting: str) -> str:
 
 
 def experiment_names() -> str:
-    """The registered experiments, for --help."""
+    """The registered experiments, read from the registry (what `EXPERIMENT_NAMES` must say)."""
     from ..experiments.registry import PROTOCOLS
 
     return ", ".join(PROTOCOLS)
 
 
 def experiment(
-    names: list[str] = typer.Argument(..., help=f"{experiment_names()}; task_arithmetic runs alone "
+    names: list[str] = typer.Argument(..., help=f"{EXPERIMENT_NAMES}; task_arithmetic runs alone "
                                       "(method.md §2: flavours x OrthoReg, docs/experiments.md)."),
     setup: str = typer.Option("world", "--setup", help="world (the embedded world), audio-world (the embedded audio world), "
                               "toy (synthetic, seconds), or a YAML file naming models, tasks and sources (docs/experiments.md)."),
@@ -49,11 +61,11 @@ def experiment(
     adapter_max_steps: int = typer.Option(None, "--adapter-max-steps", help="The adapter's step cap (default 540)."),
     adapter_holdout: float = typer.Option(None, "--adapter-holdout", help="Fraction of probes held out to pick the step."),
     alpha: float = typer.Option(None, "--alpha", help="Fold strength of the named experiments (default: each one's own "
-                                f"from the protocol registry: {registry_defaults('alpha')})."),
+                                f"from the protocol registry: {REGISTRY_DEFAULTS['alpha']})."),
     mu_a: float = typer.Option(None, "--mu-a", help="Relative ridge weight on the probe side (default: each "
-                               f"experiment's own, {registry_defaults('mu_a')})."),
+                               f"experiment's own, {REGISTRY_DEFAULTS['mu_a']})."),
     mu_b: float = typer.Option(None, "--mu-b", help="Relative ridge weight on the prompt side (default: each "
-                               f"experiment's own, {registry_defaults('mu_b')})."),
+                               f"experiment's own, {REGISTRY_DEFAULTS['mu_b']})."),
     solve_kind: str = typer.Option(None, "--solve", help="paper (method.md §1.2, the default) or anchored: also "
                                    "penalise each operator's effect on a pool of unlabeled inputs (beyond the paper)."),
     anchor_images: Path = typer.Option(None, "--anchor-images", help="The anchored solve's pool: a folder of images or "
