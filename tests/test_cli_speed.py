@@ -59,9 +59,14 @@ def test_the_help_texts_say_what_the_registry_says():
     """--help names the experiments and their defaults without importing the engine; they must agree."""
     from platonic.cli import experiments as cli
 
+    from platonic.experiments.registry import PROTOCOLS
+    from platonic.finetuning import GRADIENT_ASCENT
+
     assert cli.EXPERIMENT_NAMES == cli.experiment_names()
     for setting, text in cli.REGISTRY_DEFAULTS.items():
         assert text == cli.registry_defaults(setting), setting
+    assert cli.NEGATION_BASELINES == ", ".join(PROTOCOLS["negation"].baselines)
+    assert cli.ASCENT_STEPS == GRADIENT_ASCENT.steps
 
 
 def test_the_facade_is_lazy_and_complete():
