@@ -22,9 +22,9 @@ Every public name is imported from its module on first access (module `__getattr
 
 import sys
 import types
-from importlib import import_module
 
 from ._version import __version__
+from .lazy import lazy_exports
 
 # public name -> the module that defines it, imported on first access
 _LAZY = {
@@ -48,6 +48,9 @@ _FROM_EXPERIMENTS = ("ExperimentSetup", "run_experiments")
 __all__ = ["__version__", *_LAZY, *_FROM_EXPERIMENTS]
 
 
+_library, _names = lazy_exports(__name__, _LAZY)
+
+
 def __getattr__(name: str):
     """A public name, imported from its module on first access (`run_experiments` and `ExperimentSetup`
     from the experiment engine, which sits above the library), then kept in the package's namespace."""
@@ -55,15 +58,11 @@ def __getattr__(name: str):
         from . import experiments
 
         return getattr(experiments, name)
-    if name in _LAZY:
-        value = getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'platonic' has no attribute {name!r}")  # the protocol of module __getattr__
+    return _library(name)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(_names()) | set(_FROM_EXPERIMENTS))
 
 
 class _Facade(types.ModuleType):
