@@ -58,7 +58,6 @@ def test_help_imports_no_torch(args):
 def test_the_help_texts_say_what_the_registry_says():
     """--help names the experiments and their defaults without importing the engine; they must agree."""
     from platonic.cli import experiments as cli
-
     from platonic.experiments.registry import PROTOCOLS
     from platonic.finetuning import GRADIENT_ASCENT
 

@@ -72,6 +72,7 @@ import torch
 from ._checks import as_finite_scalar, as_matrix
 from .errors import InvalidInputError
 from .solve_config import DEFAULT_ANCHOR_WEIGHT, DEFAULT_MU_A, DEFAULT_MU_B
+
 TRUNCATIONS = ("paper", "optimal")
 
 

@@ -12,12 +12,12 @@ from .bank import Operator, OperatorBank
 from .descriptor import Descriptor, ProbeGrid, digest_probes
 from .edit import FoldRecord, fold
 from .errors import FingerprintMismatchError, InvalidInputError
+from .layouts import is_model_export
 from .measurement import EmbeddingCache, ProbeStore, canonical_probes, design_rows, target_grid
 from .models import DualEncoder, load_model
 from .progress import track
 from .solve import RidgeSolver
 from .solve_config import SolveConfig, check_pool
-from .layouts import is_model_export
 from .storage import refuse_existing
 
 

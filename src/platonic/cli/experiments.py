@@ -12,7 +12,6 @@ import typer
 
 from .common import console, device_option
 
-
 # --help is answered without importing the engine (which imports torch): these texts are the protocol
 # registry's, written out; tests/test_cli_speed.py checks that they equal what the registry says
 EXPERIMENT_NAMES = "addition, negation, generalization, alpha, weight_space, orthoreg_sources, task_arithmetic"

@@ -30,8 +30,8 @@ from ..models import DualEncoder
 from ..models.audio import CANONICAL_RATE
 from ..models.card import README, finetune_card
 from ..storage import atomic_directory, write_tensors
-from .sources import STATE_DICT_FILE, load_finetuned
 from .config import MODES, FinetuneConfig
+from .sources import STATE_DICT_FILE, load_finetuned
 
 RECORD_FILE, RECORD_KIND = FINETUNE_RECORD, FINETUNE_KIND
 RECORD_VERSION = 1

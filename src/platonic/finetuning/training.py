@@ -32,10 +32,11 @@ from ..edit import appended_identity_parameters
 from ..errors import InvalidInputError
 from ..models import DualEncoder
 from ..progress import track
-from .config import DEFAULT_STEPS, GRADIENT_ASCENT, FinetuneConfig  # noqa: F401 - re-exported
 from .attention import attention_lora_modules, attention_weight_names
+from .config import DEFAULT_STEPS, GRADIENT_ASCENT, FinetuneConfig  # noqa: F401 - re-exported
 from .linearize import LinearizedEncoder, linearisable_names, tangent_forward
 from .lora import attach_lora, lora_layer_names_without_grad, lora_weight_deltas
+
 
 def orthoreg_penalty(deltas: Iterable[torch.Tensor]) -> torch.Tensor:
     """sum_l ||Gram(dW_l) - I||_F, Gram = dW dW^T if dW has fewer rows than columns, else dW^T dW.
