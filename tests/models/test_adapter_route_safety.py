@@ -30,15 +30,20 @@ SRC = Path(platonic.__file__).resolve().parents[1]
 OPTIONS = {"rank": 2, "lora_alpha": 4.0, "max_steps": 2, "batch_size": 4}
 
 
-def route(model, root: Path, scale: float):
-    """One adapter-route export of `model` into root/exp (adapter root/exp.adapter), for a descriptor of `scale`."""
+def route_args(model, root: Path, scale: float = 0.01) -> tuple:
+    """The arguments of one adapter-route export of `model` into root/exp (adapter root/exp.adapter), for a
+    descriptor of `scale`."""
     probes = probes_n(4)
     grid = ProbeGrid.from_probes("toy", PROMPTS, probes)
     desc = Descriptor(scale * torch.randn(grid.shape, generator=torch.Generator().manual_seed(0)), grid)
+    return (model, [desc], {"toy": 1.0}, root / "exp.adapter", root / "exp", OPTIONS,
+            {grid.probe_digest: model.canonical(probes)})
+
+
+def route(model, root: Path, scale: float):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return adapt_and_export(model, [desc], {"toy": 1.0}, root / "exp.adapter", root / "exp", OPTIONS,
-                                probes={grid.probe_digest: model.canonical(probes)})
+        return adapt_and_export(*route_args(model, root, scale))
 
 
 def state(root: Path) -> tuple[str | None, str | None]:
@@ -140,3 +145,13 @@ def test_a_failed_merge_or_export_writes_nothing(tmp_path, clip, monkeypatch):
         route(copy.deepcopy(clip), tmp_path, 0.05)
     assert state(tmp_path) == old and sorted(p.name for p in tmp_path.iterdir()) == ["exp", "exp.adapter"]
     assert sweep_stale_temporaries(tmp_path) == []
+
+
+def test_a_fit_no_closer_than_no_edit_is_exported_with_a_warning(tmp_path, clip, monkeypatch):
+    """Issue 34: an adapter fit with relative residual 1.094 (worse than no edit) was exported silently."""
+    import copy
+
+    monkeypatch.setitem(OPTIONS, "max_steps", 0)  # the untrained adapter: no change, relative residual 1
+    with pytest.warns(UserWarning, match="relative residual is toy"):
+        adapt_and_export(*route_args(copy.deepcopy(clip), tmp_path))
+    assert (tmp_path / "exp").is_dir() and (tmp_path / "exp.adapter").is_dir()

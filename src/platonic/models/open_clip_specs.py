@@ -13,21 +13,19 @@ from ..errors import InvalidInputError
 from ..layouts import OPEN_CLIP_CONFIG
 
 
-def known_architectures() -> list[str]:
-    """open_clip's architectures: the names of its bundled model configs, read without importing open_clip
-    (which imports torch), else `open_clip.list_models()`."""
+def bundled_architectures() -> list[str]:
+    """The names of open_clip's bundled model configs, read without importing open_clip (which imports torch)."""
     spec = importlib.util.find_spec("open_clip")
     folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    names = sorted(p.stem for folder in folders for p in (Path(folder) / "model_configs").glob("*.json"))
-    if names:
-        return names
-    import open_clip
-
-    return open_clip.list_models()
+    return sorted(p.stem for folder in folders for p in (Path(folder) / "model_configs").glob("*.json"))
 
 
 def _check_arch(arch: str) -> None:
-    known = known_architectures()
+    if arch in bundled_architectures():
+        return
+    import open_clip  # an architecture registered at run time (open_clip.add_model_config) is known there only
+
+    known = open_clip.list_models()
     if arch not in known:
         close = difflib.get_close_matches(arch, known, n=5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see open_clip.list_models()"

@@ -234,7 +234,7 @@ def run_recipe(recipe: Recipe, output, *, device: str = "cpu", progress: bool = 
         timings["total_s"] = round(time.perf_counter() - started, 3)
         (tmp / "recipe.json").write_text(json.dumps(resolved, indent=2, sort_keys=True))
         (tmp / "recipe.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
-        (tmp / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True))
+        (tmp / "results.json").write_text(json.dumps(results, indent=2))  # insertion order: a re-render equals tables.md
         (tmp / "tables.md").write_text(render_recipe_tables(results))
 
     atomic_directory(output, write, replaceable=is_recipe_run, overwrite=overwrite, what="platonic run directory")
