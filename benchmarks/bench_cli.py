@@ -28,6 +28,8 @@ CASES = {
     "platonic --help": ["-c", CLI, "--help"],
     "platonic apply --help": ["-c", CLI, "apply", "--help"],
     "platonic inspect MISSING (one-line error)": ["-c", CLI, "inspect", "no-such-file.utd"],
+    "platonic apply --bank MISSING (one-line error)": ["-c", CLI, "apply", "--target", "open_clip:ViT-S-32", "--bank",
+                                                       "no-such.bank", "--terms", "t:+1", "-o", "out.safetensors"],
     "platonic finetune --seed 2**70 (one-line error)": ["-c", CLI, "finetune", "open_clip:ViT-S-32", "--task", "t=data",
                                                           "-o", "out", "--seed", str(2 ** 70)],
 }
