@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from helpers import make_descriptor
@@ -104,18 +105,47 @@ def work(tmp_path, monkeypatch):
     (w / "userdir" / "thesis.tex").write_text("years of work")
     (w / "run").mkdir()
     (w / "run" / "results.json").write_text("{not json")
+    (w / "ftdir").mkdir()
+    (w / "ftdir" / "finetune.json").write_text(json.dumps({"kind": "finetune", "mode": "full", "model": "open_clip:ViT-S-32",
+                                                          "data": {"task": "t"}, "losses": [1.0, 0.5]}))
     (w / "run2").mkdir()
     (w / "run2" / "results.json").write_text(json.dumps({"schema": "platonic.results", "version": 1, "setup": {}}))
     (w / "images").mkdir()
     from PIL import Image
 
     Image.new("RGB", (64, 64)).save(w / "images" / "0.png")
+    _image_folder(w / "trainless", {"training": ("a", "b"), "test": ("a", "b")})  # no train/: never cut its test
+    _image_folder(w / "testonly", {"test": ("a", "b")})
+    _image_folder(w / "oneclass", {"train": ("a",), "test": ("a",)})
+    _image_folder(w / "emptyclass", {"train": ("a",), "test": ("a", "b")})
+    (w / "emptyclass" / "train" / "b").mkdir()
+    _image_folder(w / "fine", {"train": ("a", "b"), "test": ("a", "b")})
+    (w / "nanprobes").mkdir()
+    Image.fromarray(np.where(np.eye(8, dtype=bool), np.nan, 0.5).astype(np.float32), mode="F").save(
+        w / "nanprobes" / "0.tif")
+    (make_descriptor(seed=3) * 1e30).save(w / "huge.utd", overwrite=True)
+    (w / "recipe_missing.yaml").write_text(
+        "name: r\nmodels: {a: open_clip:ViT-S-32, b: open_clip:RN50}\ntasks: {toy: {data: nodata}}\n"
+        "sources: {a: {toy: ft-a.safetensors}, b: {toy: ft-b.safetensors}}\nedits: [{name: e, terms: ['toy:+1']}]\n")
+    (w / "recipe.yaml").write_text(
+        "name: r\nmodels: {a: open_clip:ViT-S-32, b: open_clip:RN50}\ntasks: {toy: {data: fine}}\n"
+        "sources: {a: {toy: ft.safetensors}, b: {toy: ft.safetensors}}\nedits: [{name: e, terms: ['toy:+1']}]\n")
     (w / "plain.yaml").write_text(
         "models: {a: open_clip:ViT-S-32, b: open_clip:RN50}\n"
         "tasks: {toy: {data: toydata}}\n"
         "sources: {a: {toy: ft-a.safetensors}, b: {toy: ft-b.safetensors}}\n")
     (w / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
     return w
+
+
+def _image_folder(root: Path, layout: dict) -> None:
+    """root/SPLIT/CLASS/0.png for each split and class of `layout` ({split: classes})."""
+    from PIL import Image
+
+    for split, classes in layout.items():
+        for cls in classes:
+            (root / split / cls).mkdir(parents=True)
+            Image.new("RGB", (8, 8), (40, 80, 120)).save(root / split / cls / "0.png")
 
 
 def _snapshot(root: Path) -> dict:
@@ -135,6 +165,9 @@ A = ("apply", "--target", "open_clip:ViT-S-32", "--bank", "b.bank", "--terms", "
 
 
 HF = ("apply", "--target", "hf:org/some-clip", "--bank", "b.bank", "--terms", "toy:+1")
+
+
+FT = ("finetune", "open_clip:ViT-S-32", "--task")
 
 
 AD = ("apply", "--route", "adapter", "--target", "open_clip:ViT-S-32", "--descriptors", "d.utd", "--terms", "toy:+1")
@@ -244,6 +277,62 @@ BAD_INPUTS = [
     ("world path: unknown profile", ("world", "path", "--profile", "nosuch"), "unknown world profile"),
     ("world build: unknown profile", ("world", "build", "--profile", "nosuch"), "unknown world profile"),
     ("world build: no workers", ("world", "build", "--workers", "0"), "--workers"),
+    # issue 34: strict data, bounds, no-op edits, outputs inside inputs, paths --check names
+    ("finetune: training/ and test/, no train/", (*FT, "t=trainless", "-o", "ft"),
+     "no train split: it holds the folder(s) test, training"),
+    ("finetune: a test split alone", (*FT, "t=testonly", "-o", "ft"),
+     "never trains on a test split"),
+    ("finetune: one class", (*FT, "t=oneclass", "-o", "ft"), "1 class"),
+    ("finetune: an empty class folder", (*FT, "t=emptyclass", "-o", "ft"),
+     "empty class folder(s) b"),
+    ("finetune: epochs 1e12", (*FT, "t=fine", "--epochs", "1e12", "-o", "ft"),
+     "lower --epochs"),
+    ("finetune: seed 2**70", (*FT, "t=fine", "--seed", str(2 ** 70), "-o", "ft"),
+     "--seed"),
+    ("finetune: output inside its data folder", (*FT, "t=fine", "-o", "fine/ft"),
+     "inside the input folder"),
+    ("measure: --prompts with --classes", ("measure", *M, "--prompts", "prompts.txt", "--classes", "a,b", "-o", "new.utd"),
+     "not both"),
+    ("measure: a probe image with NaN pixels", ("measure", "--model", "open_clip:ViT-S-32", "--finetuned", "ft.safetensors",
+                                                "--task", "toy", "--probes", "nanprobes", "--classes", "a,b", "-o",
+                                                "new.utd"), "non-finite"),
+    ("measure: output inside the probe folder", ("measure", "--model", "open_clip:ViT-S-32", "--finetuned",
+                                                 "ft.safetensors", "--task", "toy", "--probes", "images", "--classes",
+                                                 "a,b", "-o", "images/0.png", "--overwrite"), "inside the input folder"),
+    ("solve: --anchor-weight without the anchored solve", ("solve", "d.utd", "--target", "open_clip:ViT-S-32",
+                                                           "--anchor-weight", "2", "-o", "new.bank"), "--solve anchored"),
+    ("solve: mu_a 1e300", ("solve", "d.utd", "--target", "open_clip:ViT-S-32", "--mu-a", "1e300", "-o", "new.bank"),
+     "--mu-a must be at most"),
+    ("solve: a descriptor scaled by 1e30", ("solve", "huge.utd", "--target", "open_clip:ViT-S-32", "-o", "new.bank"),
+     "entries up to"),
+    ("apply: alpha 0", (*A, "--alpha", "0", "-o", "out.safetensors"), "no edit"),
+    ("apply: a zero coefficient", ("apply", "--target", "open_clip:ViT-S-32", "--bank", "b.bank", "--terms", "toy:0",
+                                   "-o", "out.safetensors"), "no edit"),
+    ("apply: adapter --max-steps 0", (*AD, "-o", "out.safetensors", "--max-steps", "0"), "no edit"),
+    ("apply: a transformers export named *.safetensors", (*HF, "-o", "x.safetensors"), "is a directory"),
+    ("apply: adapter dir inside the export", ("apply", "--route", "adapter", "--target", "hf:org/some-clip",
+                                              "--descriptors", "d.utd", "--terms", "toy:+1", "-o", "hf_export.safetensors",
+                                              "--adapter-dir", "hf_export.safetensors/ad"), "inside the export"),
+    ("run --check: a missing data folder", ("run", "recipe_missing.yaml", "--check"), "do not exist"),
+    ("run: an experiment setup given as a recipe", ("run", "plain.yaml"), "platonic experiment NAME --setup"),
+    ("experiment: a recipe given as the setup", ("experiment", "addition", "--setup", "recipe.yaml", "-o", "newrun"),
+     "platonic run recipe.yaml"),
+    ("experiment: alpha 1e30", ("experiment", "addition", "--setup", "toy", "--alpha", "1e30", "-o", "newrun"),
+     "times their norm"),
+    ("experiment: alpha 0", ("experiment", "addition", "--setup", "toy", "--alpha", "0", "-o", "newrun"), "no edit"),
+    ("experiment: mu_a 1e300", ("experiment", "addition", "--setup", "toy", "--mu-a", "1e300", "--mu-b", "1e-6", "-o",
+                                "newrun"), "--mu-a must be at most"),
+    ("report: a fine-tune directory", ("report", "ftdir"), "is a fine-tune directory (platonic finetune), not a run"),
+    ("experiment: an unknown baseline", ("experiment", "negation", "--setup", "toy", "--baselines", "oracle", "-o",
+                                         "newrun"), "not a baseline of negation"),
+    ("experiment: --baselines where no experiment has them", ("experiment", "addition", "--setup", "toy", "--baselines",
+                                                              "none", "-o", "newrun"), "--baselines applies to negation"),
+    ("experiment: --ascent-steps without gradient ascent", ("experiment", "negation", "--setup", "toy", "--baselines",
+                                                            "target_as_source", "--ascent-steps", "5", "-o", "newrun"),
+     "--ascent-steps is the gradient-ascent baseline's budget"),
+    ("experiment: --ascent-steps 0", ("experiment", "negation", "--setup", "toy", "--ascent-steps", "0", "-o", "newrun"),
+     "--ascent-steps must be a positive number"),
+    ("inspect: a directory of no platonic file", ("inspect", "userdir"), "holds no platonic file"),
 ]
 
 
@@ -302,3 +391,102 @@ def test_inspect_on_an_exported_model_names_it(tmp_path):
 
     with pytest.raises(ArtifactError, match="model checkpoint exported by platonic.*open_clip:ViT-S-32@"):
         Descriptor.load(tmp_path / "m.safetensors")
+
+
+# refusals answered before torch loads (issue 34: every error took 3-4 s, the import of torch and the backends);
+# benchmarks/bench_cli.py prints the times, this checks what is imported
+BEFORE_TORCH = [
+    "measure: missing prompts file", "measure: template with two {}", "measure: missing fine-tune file",
+    "measure: output is the fine-tune", "measure: output over a bank", "measure: probe folder missing",
+    "measure: --prompts with --classes", "solve: a descriptor twice", "solve: two of one task and source",
+    "solve: missing descriptor", "solve: unknown solve kind", "solve: mu_a 1e300", "apply: infinite alpha",
+    "apply: output is the bank", "apply: export over a foreign file", "apply: missing bank", "apply: bank is a descriptor",
+    "apply: unknown route", "apply: adapter rank 0", "apply: alpha 0", "apply: a transformers export named *.safetensors",
+    "inspect: missing file", "inspect: a text file", "report: not a run directory", "report: a fine-tune directory",
+    "finetune: seed 2**70", "finetune: output inside its data folder", "world build: no workers",
+]
+PROBE = """
+import json, sys
+from platonic.cli import app
+try:
+    app(sys.argv[1:], prog_name="platonic")
+except SystemExit as exc:
+    print(json.dumps({"code": exc.code, "heavy": [m for m in ("torch", "open_clip", "transformers", "peft")
+                                                  if m in sys.modules]}))
+"""
+
+
+@pytest.mark.parametrize("name", BEFORE_TORCH)
+def test_a_refusal_imports_no_torch(work, name):
+    import subprocess
+    import sys
+
+    args = next(row[1] for row in BAD_INPUTS if row[0] == name)
+    src = str(Path(__import__("platonic").__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, "-c", PROBE, *map(str, args)], capture_output=True, text=True, cwd=work,
+                          env={**os.environ, "PYTHONPATH": src}, timeout=120)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"code": 2, "heavy": []}, (out, proc.stderr)
+    assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_piped_table_keeps_every_cell(tmp_path):
+    """Issue 34: piped output was cut at 80 columns, and the source of `+1*shapes@...` disappeared."""
+    source = "open_clip:ViT-B-32/laion2b_s34b_b79k-fine-tuned-on-shapes-for-twelve-epochs"
+    OperatorBank("fp-target", [make_operator("shapes", source=source)]).save(tmp_path / "b.bank")
+    result = CliRunner().invoke(app, ["inspect", str(tmp_path / "b.bank")], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert f"+1*shapes@{source}" in result.stdout
+
+
+WARNER = """
+import warnings
+import typer
+from platonic.cli.errors import OneLineErrors
+demo = typer.Typer(cls=OneLineErrors)
+@demo.command()
+def warn() -> None:
+    warnings.warn("open_clip:ViT-S-32: no pretrained tag given,\\nthe model has RANDOM weights", UserWarning)
+@demo.command()
+def other() -> None:
+    pass
+demo(["warn"])
+"""
+
+
+def test_warnings_print_as_one_line_without_a_source_path():
+    """Issue 34: random weights printed a raw UserWarning with the path of the code that warned."""
+    import subprocess
+    import sys
+
+    src = str(Path(__import__("platonic").__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, "-c", WARNER], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": src}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "warning: open_clip:ViT-S-32: no pretrained tag given, the model has RANDOM weights\n"
+
+
+def test_inspect_reads_a_finetune_directory(work):
+    result = invoke("inspect", "ftdir")
+    assert result.exit_code == 0, result.output
+    assert "a full fine-tune of open_clip:ViT-S-32" in result.stdout and "loss 1 -> 0.5" in result.stdout
+
+
+def test_random_bytes_are_not_called_a_pickle(tmp_path):
+    """Issue 34: random bytes named .pt got "pickled objects, convert --trust-pickle"."""
+    from platonic import ArtifactError
+    from platonic.finetuning import read_state_dict
+
+    (tmp_path / "noise.pt").write_bytes(bytes(range(256)) * 8)
+    with pytest.raises(ArtifactError, match="not a torch checkpoint: it is neither torch.save's zip archive nor a pickle"):
+        read_state_dict(tmp_path / "noise.pt")
+
+
+def test_a_class_without_train_images_is_named(tmp_path):
+    from platonic.data.resolve import open_task
+    from platonic.finetuning import train_split
+
+    _image_folder(tmp_path / "d", {"train": ("a", "b"), "test": ("a", "b", "c")})
+    with pytest.warns(UserWarning, match="class\\(es\\) c have no train images"):
+        train = train_split(open_task("t", str(tmp_path / "d")))
+    assert len(train) == 2

@@ -217,3 +217,23 @@ def test_a_second_gradient_ascent_baseline_reads_its_embeddings_from_the_cache(s
     monkeypatch.setattr(DualEncoder, "encode_probes", no_encoding)
     second = negation_gradient_ascent(setup, FeatureStore(setup), progress=False)
     assert [c["accuracy"] for c in first] == [c["accuracy"] for c in second] and len(first) == 12
+
+
+def test_negation_runs_the_baselines_it_is_given_at_their_budget(setup):
+    """Issue 34: `--baselines` / `--ascent-steps` (registry options of negation): a run on one's own models need
+    not wait for the gradient-ascent baseline; the default runs every baseline, as before."""
+    from platonic.experiments.registry import PROTOCOLS
+
+    assert PROTOCOLS["negation"].baselines == ("target_as_source", "gradient_ascent")
+    calls = []
+    ascend = setup.baselines["gradient_ascent"]
+    setup.baselines["gradient_ascent"] = lambda target, task, steps=None: calls.append(steps) or ascend(target, task, steps)
+    try:
+        none = run_experiments(setup, ["negation"], None, progress=False, options={"negation": {"baselines": ()}})
+        short = run_experiments(setup, ["negation"], None, progress=False,
+                                options={"negation": {"baselines": ("gradient_ascent",), "ascent_steps": 2}})
+    finally:
+        setup.baselines["gradient_ascent"] = ascend
+    assert {c["method"] for c in none["cells"]} == {"zero_shot", "closed_form"} and calls[:0] == []
+    assert {c["method"] for c in short["cells"]} == {"zero_shot", "closed_form", "gradient_ascent"}
+    assert set(calls) == {2} and short["settings"]["protocols"]["negation"]["ascent_steps"] == 2

@@ -144,3 +144,59 @@ def test_kill_during_a_write_leaves_old_or_new(tmp_path, point):
     atomic_directory(tmp_path / "out", lambda tmp: (tmp / "version").write_text("newer"), replaceable=lambda p: True)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     assert (tmp_path / "out" / "version").read_text() == "newer"
+
+
+def test_a_write_sweeps_what_killed_writers_left_beside_any_output_of_its_folder(tmp_path):
+    """Issue 34: a killed export's hidden temporary stayed until a later write to that same path; now any write
+    into the folder, or `platonic clean`, removes every dead platonic writer's temporaries there (marked
+    `.platonic-`), and leaves other programs' files alone."""
+    dead = _dead_pid()
+    export = tmp_path / f".exp.{dead}.platonic-k1ll3d00.tmp"
+    export.mkdir()
+    (export / "model.safetensors").write_bytes(b"\0" * 1000)
+    (tmp_path / f".bank.bank.{dead}.platonic-abcdefgh.tmp").write_bytes(b"\0")
+    foreign = tmp_path / f".notes.{dead}.abcdefgh.tmp"  # not marked: another program's
+    foreign.write_text("not ours")
+    make_descriptor().save(tmp_path / "d.utd")  # a write to another output of the folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["d.utd", foreign.name])
+
+
+def test_platonic_clean_sweeps_a_folder_and_the_cache(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from platonic.cli import app
+
+    dead = _dead_pid()
+    cache = tmp_path / "cache" / "embeddings"
+    cache.mkdir(parents=True)
+    (cache / f".x.safetensors.{dead}.platonic-abcdefgh.tmp").write_bytes(b"\0")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / f".exp.{dead}.platonic-abcdefgh.tmp").mkdir()
+    aside = work / f".exp.{dead}.platonic-ijklmnop.old"  # a previous export moved aside, the new one never came
+    aside.mkdir()
+    (aside / "config.json").write_text("{}")
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["clean", str(work)])
+    assert result.exit_code == 0, result.output
+    assert "3 stale temporaries" in result.stdout
+    assert list(cache.iterdir()) == [] and sorted(p.name for p in work.iterdir()) == ["exp"]
+    assert (work / "exp" / "config.json").read_text() == "{}"
+
+
+def test_files_inside_a_directory_output_follow_the_umask(tmp_path):
+    """Issue 34: weight files inside export directories were 0600 whatever the umask (their writer makes them so)."""
+    def write(tmp):
+        (tmp / "weights").write_bytes(b"\0")
+        os.chmod(tmp / "weights", 0o600)
+        (tmp / "sub").mkdir(mode=0o700)
+        (tmp / "sub" / "f").write_text("x")
+        os.chmod(tmp / "sub" / "f", 0o600)
+
+    old = os.umask(0o022)
+    try:
+        atomic_directory(tmp_path / "out", write, replaceable=lambda p: True)
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out").rglob("*")}
+    assert modes == {"weights": 0o644, "sub": 0o755, "f": 0o644}

@@ -15,63 +15,64 @@ Core objects (method.md §1.1-1.3):
   engine sits above the library and is imported only when asked for).
 
 Every error platonic raises derives from `PlatonicError`.
+
+Every public name is imported from its module on first access (module `__getattr__`), so that importing
+`platonic.errors` (the command line does, to answer `--help`) loads neither torch nor the backends.
 """
 
-from ._version import __version__
-from .adapter import AdaptConfig, Adapter, adapt
-from .bank import Operator, OperatorBank, Term
-from .descriptor import Composition, Descriptor, ProbeGrid, Provenance, digest_probes, mean
-from .edit import (
-    AppendedLinearSite,
-    EditSite,
-    FoldRecord,
-    HeadAffineSite,
-    LinearSite,
-    ProbeEmbeddings,
-    ProjectionParameter,
-    fold,
-    unfold,
-    unfold_by_inversion,
-)
-from .errors import (
-    ArtifactError,
-    EditSiteError,
-    FingerprintMismatchError,
-    GridMismatchError,
-    InvalidInputError,
-    InvalidOperationError,
-    PlatonicError,
-    ZeroDescriptorWarning,
-)
-from .finetuning import FinetuneConfig, finetune
-from .measurement import measure
-from .models import DualEncoder, load_model
-from .solve import RidgeSolver, head_design_matrix, relative_residual, solve, solve_reference
-from .solve_config import SolveConfig
-from .task_vector import TaskVector
-from .transfer import apply, save_model, solve_bank
+import sys
+import types
 
+from ._version import __version__
+from .lazy import lazy_exports
+
+# public name -> the module that defines it, imported on first access
+_LAZY = {
+    **dict.fromkeys(("AdaptConfig", "Adapter", "adapt"), "adapter"),
+    **dict.fromkeys(("Operator", "OperatorBank", "Term"), "bank"),
+    **dict.fromkeys(("Composition", "Descriptor", "ProbeGrid", "Provenance", "digest_probes", "mean"), "descriptor"),
+    **dict.fromkeys(("AppendedLinearSite", "EditSite", "FoldRecord", "HeadAffineSite", "LinearSite", "ProbeEmbeddings",
+                     "ProjectionParameter", "fold", "unfold", "unfold_by_inversion"), "edit"),
+    **dict.fromkeys(("ArtifactError", "EditSiteError", "FingerprintMismatchError", "GridMismatchError",
+                     "InvalidInputError", "InvalidOperationError", "PlatonicError", "ZeroDescriptorWarning"), "errors"),
+    **dict.fromkeys(("FinetuneConfig", "finetune"), "finetuning"),
+    "measure": "measurement",
+    **dict.fromkeys(("DualEncoder", "load_model"), "models"),
+    **dict.fromkeys(("RidgeSolver", "head_design_matrix", "relative_residual", "solve", "solve_reference"), "solve"),
+    "SolveConfig": "solve_config",
+    "TaskVector": "task_vector",
+    **dict.fromkeys(("apply", "save_model", "solve_bank"), "transfer"),
+}
 _FROM_EXPERIMENTS = ("ExperimentSetup", "run_experiments")
 
-__all__ = [
-    "AppendedLinearSite", "ArtifactError", "Composition", "Descriptor", "EditSite", "EditSiteError",
-    "FingerprintMismatchError", "FoldRecord", "GridMismatchError", "HeadAffineSite", "InvalidInputError",
-    "InvalidOperationError", "LinearSite", "Operator", "OperatorBank", "PlatonicError", "ProbeEmbeddings", "ProbeGrid",
-    "ProjectionParameter", "Provenance", "RidgeSolver", "SolveConfig", "Term", "ZeroDescriptorWarning", "__version__", "digest_probes",
-    "fold", "head_design_matrix", "mean", "relative_residual", "solve", "solve_reference", "unfold", "unfold_by_inversion",
-    "DualEncoder", "apply", "load_model", "measure", "save_model", "solve_bank", "AdaptConfig", "Adapter", "adapt",
-    "FinetuneConfig", "TaskVector", "finetune", *_FROM_EXPERIMENTS,
-]
+__all__ = ["__version__", *_LAZY, *_FROM_EXPERIMENTS]
+
+
+_library, _names = lazy_exports(__name__, _LAZY)
 
 
 def __getattr__(name: str):
-    """`platonic.run_experiments` and `platonic.ExperimentSetup`, imported on first access."""
+    """A public name, imported from its module on first access (`run_experiments` and `ExperimentSetup`
+    from the experiment engine, which sits above the library), then kept in the package's namespace."""
     if name in _FROM_EXPERIMENTS:
         from . import experiments
 
         return getattr(experiments, name)
-    raise AttributeError(f"module 'platonic' has no attribute {name!r}")  # the protocol of module __getattr__
+    return _library(name)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FROM_EXPERIMENTS))
+    return sorted(set(_names()) | set(_FROM_EXPERIMENTS))
+
+
+class _Facade(types.ModuleType):
+    """The package's module type. Importing a submodule binds it on its package, so the module
+    `platonic.solve` would hide the function `platonic.solve`: a public name keeps its public value."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType) and value.__name__ == f"{__name__}.{name}":
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Facade

@@ -1,14 +1,23 @@
-"""Small input checks shared by the pure functions and the value objects."""
+"""Small input checks shared by the pure functions and the value objects.
+
+torch is imported inside the checks that need it: the command line runs `as_finite_scalar` and
+`check_device` before anything heavy loads, so that a refusal costs no torch import.
+"""
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from .errors import InvalidInputError
+
+if TYPE_CHECKING:
+    import torch
 
 
 def as_matrix(name: str, value, *, rows: int | None = None, cols: int | None = None) -> torch.Tensor:
     """Return `value` as a finite 2-D floating tensor, or raise naming `name` and what is wrong."""
+    import torch
+
     if not isinstance(value, torch.Tensor):
         try:
             value = torch.as_tensor(value)
@@ -32,7 +41,7 @@ def as_matrix(name: str, value, *, rows: int | None = None, cols: int | None = N
 
 def as_finite_scalar(name: str, value) -> float:
     """Return `value` as a finite Python float, or raise naming `name`."""
-    if isinstance(value, torch.Tensor):
+    if hasattr(value, "numel") and hasattr(value, "item"):  # a tensor (torch is not imported for a float)
         if value.numel() != 1:
             raise InvalidInputError(f"{name} must be a scalar; got a tensor of shape {tuple(value.shape)}")
         value = value.item()
@@ -50,6 +59,8 @@ def as_device(device) -> "torch.device":
     Checked before any model is built, so that `--device cuda` on a machine without a GPU is one clear
     error instead of a failure deep inside a library.
     """
+    import torch
+
     try:
         dev = device if isinstance(device, torch.device) else torch.device(str(device))
     except (RuntimeError, TypeError, ValueError):
@@ -65,3 +76,10 @@ def as_device(device) -> "torch.device":
     elif dev.type not in ("cpu", "cuda", "mps"):
         raise InvalidInputError(f"device {device!r}: platonic runs on cpu, cuda or mps")
     return dev
+
+
+def check_device(device) -> None:
+    """Refuse a device that does not exist here (`as_device`); "cpu", the default, is accepted without
+    importing torch."""
+    if not (isinstance(device, str) and device == "cpu"):
+        as_device(device)

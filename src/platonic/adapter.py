@@ -30,53 +30,27 @@ import math
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ._checks import as_finite_scalar
+from .adapt_config import AdaptConfig, adapt_config_from
 from .bank import Term
 from .descriptor import Composition, Descriptor, utc_now
 from .errors import ArtifactError, FingerprintMismatchError, InvalidInputError
 from .finetuning.lora import attach_lora, require_lora_runs
 from .hashing import tensor_digest
+from .layouts import ADAPTER_CONFIG, ADAPTER_WEIGHTS, is_adapter_directory
 from .measurement import EmbeddingCache, ProbeStore
 from .models import DualEncoder, load_model
 from .progress import StepProgress
 from .storage import atomic_directory
 
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
 META_KEY = "platonic"
 ADAPTER_FORMAT_VERSION = 1
-
-
-class AdaptConfig(BaseModel):
-    """Settings of one adapter fit (defaults: the paper's code, method.md §1.6)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    rank: int = Field(16, ge=1)
-    lora_alpha: float = Field(32.0, gt=0)
-    lr: float = Field(3e-4, gt=0)
-    weight_decay: float = Field(1e-4, ge=0)
-    batch_size: int = Field(64, ge=1)
-    epochs: int = Field(20, ge=1)
-    max_steps: int = Field(540, ge=0)  # 0: the untrained adapter (exactly zero change)
-    warmup_steps: int = Field(0, ge=0)
-    target_modules: tuple[str, ...] | None = None  # default: the backend's (attention q / v, else MLP / conv)
-    holdout: float = Field(0.0, ge=0.0, lt=1.0)  # fraction of each term's probes held out to pick the step
-    eval_every: int = Field(20, ge=1)  # steps between held-out evaluations (with holdout > 0)
-    precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 autocast on CUDA, fp32 elsewhere
-    anchor_weight: float = Field(0.0, ge=0)  # beyond the paper: keep the embeddings of unlabeled anchors (adapt(anchors=))
-    seed: int = 0
-
-    def steps_for(self, n_fit: int) -> int:
-        """min(max_steps, epochs * ceil(n_fit / batch_size))."""
-        return min(self.max_steps, self.epochs * math.ceil(n_fit / self.batch_size))
 
 
 @dataclass
@@ -170,15 +144,15 @@ class Adapter:
 
     def save(self, directory) -> Path:
         """Write a peft adapter directory atomically (a previous adapter directory there is replaced)."""
-        meta = json.dumps(self.metadata(), sort_keys=True)
-        config = self._peft_config()
+        return atomic_directory(directory, self.write_files, replaceable=is_adapter_directory)
+
+    def write_files(self, directory) -> None:
+        """Write the peft files (adapter_config.json, adapter_model.safetensors with platonic metadata) into the
+        existing folder `directory`: `save` does it in a temporary, the adapter route in a parked one."""
+        self._peft_config().save_pretrained(str(directory))
         payload = {k: v.detach().cpu().contiguous() for k, v in self.weights.items()}
-
-        def write(tmp: Path) -> None:
-            config.save_pretrained(str(tmp))
-            save_file(payload, str(tmp / ADAPTER_WEIGHTS), metadata={"format": "pt", META_KEY: meta})
-
-        return atomic_directory(directory, write, replaceable=is_adapter_directory)
+        save_file(payload, str(Path(directory) / ADAPTER_WEIGHTS),
+                  metadata={"format": "pt", META_KEY: json.dumps(self.metadata(), sort_keys=True)})
 
     @classmethod
     def load(cls, directory) -> "Adapter":
@@ -209,19 +183,6 @@ class Adapter:
         return f"Adapter({body}; rank {self.lora_config.get('r')}, {len(self.weights)} tensors, target {self.target[:16]}…)"
 
 
-def is_adapter_directory(path: Path) -> bool:
-    """True for a directory written by `Adapter.save` (peft files with platonic metadata)."""
-    path = Path(path)
-    weights = path / ADAPTER_WEIGHTS
-    if not ((path / ADAPTER_CONFIG).is_file() and weights.is_file()):
-        return False
-    try:
-        with safe_open(str(weights), framework="pt") as f:
-            return META_KEY in (f.metadata() or {})
-    except Exception:  # noqa: BLE001
-        return False
-
-
 # -- terms ------------------------------------------------------------------------------------------
 
 def as_terms(terms) -> list[tuple[float, Descriptor]]:
@@ -242,6 +203,7 @@ def as_terms(terms) -> list[tuple[float, Descriptor]]:
     for c, d in pairs:
         if not isinstance(d, Descriptor):
             raise InvalidInputError(f"adapter term {c!r}: {type(d).__name__} is not a Descriptor")
+        d.require_plausible_scale()
         key = tensor_digest(d.matrix), d.grid
         if key in seen:
             raise InvalidInputError(f"the descriptor of {d.task} ({d.provenance.source}) appears twice among the terms; "
@@ -302,8 +264,7 @@ def _prepare_terms(model: DualEncoder, pairs, probes, store, cache) -> list[_Ter
     out = []
     device = model.device
     for c, desc in pairs:
-        canon = (probes or {}).get(desc.grid.probe_digest)
-        canon = canon if canon is not None else store.get(desc.grid.probe_digest)
+        canon = store.find(desc, probes)
         canon = model.canonical(canon)
         if canon.shape[0] != desc.shape[0]:
             raise InvalidInputError(f"the probes of {desc.task} hold {canon.shape[0]} inputs, its descriptor "
@@ -482,15 +443,6 @@ def _batch_loss(model: DualEncoder, data: list[_TermData], batch: list[tuple[int
         change = torch.nn.functional.normalize(z, dim=1) @ d.prompts_g.T - d.base[idx]
         total = total + (change - d.goal[idx]).pow(2).mean(dim=1).sum()
     return total / len(batch)
-
-
-def adapt_config_from(options: Mapping | None) -> AdaptConfig:
-    """AdaptConfig from a mapping, with pydantic's errors turned into one line naming the field."""
-    try:
-        return AdaptConfig(**dict(options or {}))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InvalidInputError(f"adapter setting {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
 __all__ = ["AdaptConfig", "Adapter", "adapt", "adapt_config_from", "as_terms", "is_adapter_directory", "select_terms"]

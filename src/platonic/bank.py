@@ -129,6 +129,7 @@ class Operator:
         `anchor_digest` the inputs of an anchored solver's pool (recorded in `solve_record`).
         """
         _require_descriptor(descriptor)
+        descriptor.require_plausible_scale()
         if not isinstance(solver, RidgeSolver):
             raise InvalidInputError(f"Operator.from_solver needs a RidgeSolver; got {type(solver).__name__}")
         if (solver.n_probes, solver.n_prompts) != descriptor.grid.shape:

@@ -173,6 +173,9 @@ def _fmt(c: float) -> str:
     return f"{c:g}"
 
 
+MAX_ENTRY = 1e3  # |U| of a measured descriptor is at most 2 (a difference of cosines); see `require_plausible_scale`
+
+
 class Descriptor:
     """A universal task descriptor: `matrix` (N, M) on `grid`, with `provenance`.
 
@@ -228,6 +231,18 @@ class Descriptor:
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.matrix.shape)
+
+    def require_plausible_scale(self) -> "Descriptor":
+        """Refuse entries beyond MAX_ENTRY: a measured descriptor's entries are differences of cosine
+        similarities (|U| <= 2), and a composition's a few of those, so 1e30 is a descriptor scaled by
+        mistake, whose operator would swamp the weights. Solves and the adapter fit call this."""
+        top = float(self.matrix.abs().max())
+        if top > MAX_ENTRY:
+            raise InvalidInputError(
+                f"the descriptor of {self.task!r} ({self.provenance.source}) has entries up to {top:.3g}, but a measured "
+                f"descriptor's are differences of cosine similarities (at most 2; here at most {MAX_ENTRY:g}): it was "
+                "scaled by mistake. Measure it again, and put a strength in the terms' coefficients or alpha")
+        return self
 
     def norm(self) -> float:
         """Frobenius norm ||U||_F."""

@@ -420,6 +420,13 @@ def _fold_problem(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor
     return None
 
 
+def check_fold(site: EditSite, operator: Operator, alpha: float) -> None:
+    """Refuse what `fold` would refuse (non-finite weights, a change beyond MAX_RELATIVE_CHANGE), leaving the
+    weights as they are: the one bound for every path that evaluates an edit without folding it (the
+    experiments' and recipes' fast path), so that they refuse the strengths `platonic apply` refuses."""
+    unfold(fold(site, operator, alpha))
+
+
 @torch.no_grad()
 def unfold(record: FoldRecord) -> str:
     """Restore the weights saved by `fold`, bit for bit. Returns "exact"."""

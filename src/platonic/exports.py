@@ -8,16 +8,20 @@ directory; for open_clip a directory in open_clip's hub layout, or a state dict 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from .errors import InvalidInputError
-from .models import DualEncoder, has_backend_prefix
+from .layouts import is_model_export, is_open_clip_export_directory, is_transformers_export
+from .models import has_backend_prefix
 from .preflight import check_output
-from .transfer import is_model_export, save_model
+
+if TYPE_CHECKING:
+    import torch
+
+    from .models import DualEncoder
 
 ROUTES = ("closed_form", "adapter")
+FILE_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")  # names that promise a file, not a directory
 
 
 def adapter_dir_beside(output: Path) -> Path:
@@ -36,10 +40,7 @@ def exports_directory(target: str, output: Path | None = None) -> bool:
 def check_export_output(target: str, output: Path, overwrite: bool) -> None:
     """Refuse an export path of the wrong form for `target`, or one holding something platonic did not write
     (unless `overwrite`), before any model loads."""
-    from .models.hf_backend import is_transformers_export
-    from .models.open_clip_backend import is_open_clip_export_directory
-
-    if target.startswith("open_clip:") and output.suffix in (".pt", ".pth", ".bin", ".ckpt"):
+    if target.startswith("open_clip:") and output.suffix in FILE_SUFFIXES[1:]:
         raise InvalidInputError(f"-o {output}: an open_clip export is a directory (open_clip's hub layout) or a state "
                                 f"dict *.safetensors; name it {output.with_suffix('.safetensors').name} or drop {output.suffix}")
     if exports_directory(target, output):
@@ -48,6 +49,9 @@ def check_export_output(target: str, output: Path, overwrite: bool) -> None:
                          directory=True)
         else:
             check_output(output, is_transformers_export, overwrite, "platonic transformers export", directory=True)
+            if output.suffix in FILE_SUFFIXES and not output.is_dir():
+                raise InvalidInputError(f"-o {output}: a transformers export is a directory (save_pretrained's layout), "
+                                        f"not a {output.suffix} file; name the directory {output.with_suffix('').name}")
     else:
         check_output(output, lambda p: p.is_file() and is_model_export(p), overwrite, "platonic model export (a file)")
 
@@ -56,17 +60,47 @@ def adapt_and_export(model: DualEncoder, descriptors: Sequence, terms: Mapping[s
                      output: Path, options: dict, probes: Mapping[str, torch.Tensor] | None = None,
                      overwrite: bool = False):
     """The adapter route: fit a LoRA on `model`'s tower to the descriptors of `terms` (`platonic.adapt`),
-    keep it as a peft directory at `adapter_path`, merge it and export the model to `output`.
+    merge it, and write the export `output` and the peft directory `adapter_path` together or not at all.
 
+    Nothing is written before the fit and the merge succeed (a merge that gives non-finite weights is
+    refused). Then, in order: the adapter is written whole and parked beside `adapter_path`
+    (`storage.stage_pending`); a previous adapter directory is moved aside; the export is written
+    atomically, its provenance naming the adapter's digest (the commit point); the parked adapter is put
+    in place and the previous one deleted. A failure before the commit puts everything back. A kill
+    leaves the old export (with its adapter, or with it moved aside, which the next cleanup puts back),
+    or the new export with its adapter, in place or parked, which the next write beside it or
+    `platonic clean` puts in place (two paths cannot change in one step on any file system).
     options: `AdaptConfig` settings; probes: {digest: canonical probes} not in the probe store.
     Returns (adapter, the export's path).
     """
+    import warnings
+
     from .adapter import adapt, adapt_config_from, select_terms
+    from .storage import commit_pending, discard, drop_pending, move_aside, restore_aside, stage_pending
+    from .transfer import save_model
 
     config = adapt_config_from(options)
     chosen = select_terms(descriptors, terms)
     adapter = adapt(model, chosen, config=config, probes=dict(probes or {}))
-    adapter.save(adapter_path)
     adapter.merge_into(model)
-    path = save_model(model, output, {"adapter_dir": str(adapter_path)}, overwrite=overwrite)
+    worse = {k: v for k, v in adapter.report.get("relative_residual", {}).items() if v >= 1}
+    if worse:
+        warnings.warn(f"the adapter's relative residual is {', '.join(f'{k} {v:.3f}' for k, v in worse.items())}: at or "
+                      "above 1, the fit is no closer to the descriptors than no edit; try another --lr or --rank",
+                      stacklevel=2)
+    digest = adapter.digest()
+    pending = stage_pending(adapter_path, adapter.write_files,
+                            {"path": str(Path(output).resolve()), "key": "adapter_digest", "value": digest})
+    aside = None
+    try:
+        aside = move_aside(adapter_path)
+        path = save_model(model, output, {"adapter_dir": str(adapter_path), "adapter_digest": digest},
+                          overwrite=overwrite)
+    except BaseException:
+        drop_pending(pending)
+        restore_aside(aside, adapter_path)
+        raise
+    commit_pending(pending, adapter_path)
+    discard(aside)
     return adapter, path
+

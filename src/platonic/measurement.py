@@ -88,8 +88,33 @@ class ProbeStore:
             )
         return load_file(str(path))["probes"]
 
+    def find(self, descriptor, given: dict | None = None) -> torch.Tensor:
+        """The canonical probes `descriptor` was measured on: among `given` ({digest: probes}, the --probes a
+        user passed), else in the store. When probes were given and none is the descriptor's, the error says
+        so (their digests beside the descriptor's), not merely that the store lacks them."""
+        digest = descriptor.grid.probe_digest
+        if given and digest in given:
+            return given[digest]
+        if (self.root / f"{digest}.safetensors").exists() or not given:
+            return self.get(digest)
+        have = ", ".join(f"{d[:16]}…" for d in given)
+        raise InvalidInputError(f"the probes given (--probes; digest {have}) are not the ones the descriptor of "
+                                f"{descriptor.task!r} ({descriptor.provenance.source}) was measured on (digest "
+                                f"{digest[:16]}…), and the probe store has no copy of those; give the probe files it "
+                                "was measured on")
+
 
 # the fine-tune sources (files, adapters, vision-only checkpoints, hub names) live in platonic.finetuning.sources
+
+
+def require_change(descriptor: Descriptor, source: str) -> Descriptor:
+    """Refuse an all-zero descriptor, naming its fine-tune `source`: an operator solved from it is no edit, and
+    every figure made from it (a cosine, a table cell) would be a division by zero or a silent no-op."""
+    if descriptor.norm() == 0:
+        raise InvalidInputError(f"the fine-tune {source} changed nothing on these probes (task {descriptor.task!r}): "
+                                "its descriptor is all zeros, so an operator solved from it would be no edit; nothing "
+                                "was written. Check that it is the fine-tuned model and not the pre-trained one")
+    return descriptor
 
 
 def measure(pre, finetuned, probes, prompts: Sequence[str], task: str, *, cache: EmbeddingCache | None = None,

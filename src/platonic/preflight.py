@@ -1,7 +1,8 @@
 """Checks a command runs before any work, so that a bad output path costs nothing.
 
-- an output must not be one of the command's inputs (or contain one: a directory export replaces
-  everything under its path);
+- an output must not be one of the command's inputs, contain one (a directory export replaces
+  everything under its path) or lie inside an input folder (a probe folder, a data folder: what is
+  written there becomes an input);
 - its directory must exist and be writable, and an existing output must be a previous output of the
   same kind (else `--overwrite`);
 - the cache (`platonic.paths.cache_root`) must be writable.
@@ -29,13 +30,14 @@ def same_path(a, b) -> bool:
     return a.resolve() == b.resolve()
 
 
-def _inside(inner: Path, outer: Path) -> bool:
-    inner, outer = inner.resolve(), outer.resolve()
+def inside(inner, outer) -> bool:
+    """True when the path `inner` lies strictly below the folder `outer` (compared resolved)."""
+    inner, outer = Path(inner).resolve(), Path(outer).resolve()
     return inner != outer and outer in inner.parents
 
 
 def refuse_output_among_inputs(outputs: dict[str, Path | None], inputs: Iterable) -> None:
-    """Raise when an output path (option name -> path) is, or contains, one of the `inputs` paths."""
+    """Raise when an output path (option name -> path) is, contains, or lies inside one of the `inputs` paths."""
     paths = [Path(p) for p in inputs if p is not None]
     for option, out in outputs.items():
         if out is None:
@@ -44,9 +46,12 @@ def refuse_output_among_inputs(outputs: dict[str, Path | None], inputs: Iterable
             if same_path(out, given):
                 raise InvalidInputError(f"{option} {out} is also an input of this command; writing it would destroy "
                                         "that input. Choose another output path")
-            if out.is_dir() and _inside(given, out):
+            if out.is_dir() and inside(given, out):
                 raise InvalidInputError(f"{option} {out} contains the input {given}; replacing it would destroy that "
                                         "input. Choose another output path")
+            if given.is_dir() and inside(out, given):
+                raise InvalidInputError(f"{option} {out} is inside the input folder {given}, so it is an input too: "
+                                        "writing it would change that input. Choose a path outside it")
 
 
 def check_writable_directory(directory, what: str) -> None:

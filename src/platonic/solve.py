@@ -71,10 +71,8 @@ import torch
 
 from ._checks import as_finite_scalar, as_matrix
 from .errors import InvalidInputError
+from .solve_config import DEFAULT_ANCHOR_WEIGHT, DEFAULT_MU_A, DEFAULT_MU_B
 
-DEFAULT_MU_A = 1e-2
-DEFAULT_MU_B = 1e-6
-DEFAULT_ANCHOR_WEIGHT = 1.0
 TRUNCATIONS = ("paper", "optimal")
 
 

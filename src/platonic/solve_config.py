@@ -21,7 +21,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import InvalidInputError
-from .solve import DEFAULT_ANCHOR_WEIGHT, DEFAULT_MU_A, DEFAULT_MU_B
+
+DEFAULT_MU_A = 1e-2  # the paper's relative ridge weights (method.md §1.2); `platonic.solve` reads them here
+DEFAULT_MU_B = 1e-6
+DEFAULT_ANCHOR_WEIGHT = 1.0
+MAX_RELATIVE_WEIGHT = 1e6  # beyond it a ridge weight leaves no edit (1e300 was taken silently)
 
 SOLVE_KINDS = ("paper", "anchored")
 CLI_FLAGS = {"kind": "--solve", "mu_a": "--mu-a", "mu_b": "--mu-b", "rank": "--rank", "truncation": "--truncation",
@@ -54,6 +58,9 @@ class SolveConfig(BaseModel):
     def _finite_positive(cls, v: float) -> float:
         if not (math.isfinite(v) and v > 0):
             raise InvalidInputError(f"must be a finite number > 0 (relative to the data's own scale); got {v}")
+        if v > MAX_RELATIVE_WEIGHT:
+            raise InvalidInputError(f"must be at most {MAX_RELATIVE_WEIGHT:g} (relative to the data's own scale, where "
+                                    f"the paper's are 0.01 and 1e-06); got {v:g}, which leaves no edit")
         return v
 
     @model_validator(mode="after")
@@ -93,3 +100,13 @@ def explain(exc: ValidationError, flags: dict | None = None, where: str = "") ->
         msg = e["msg"].removeprefix("Value error, ")
         parts.append(f"{name} {msg}" if msg.startswith(("must ", "unknown ")) else f"{name}: {msg}")
     return "; ".join(parts)
+
+
+def check_pool(config: SolveConfig, has_pool: bool) -> None:
+    """Refuse an anchored solve without a pool and a pool the paper's solve would ignore (before any model loads)."""
+    if config.anchored and not has_pool:
+        raise InvalidInputError("the anchored solve needs a pool of unlabeled inputs: give --anchor-images DIR "
+                                "(anchor_images= in the API), images that no test set or control uses")
+    if not config.anchored and has_pool:
+        raise InvalidInputError("an anchor pool was given but the solve is the paper's, which would ignore it; "
+                                "pass --solve anchored (solve='anchored') or drop the pool")

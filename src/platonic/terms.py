@@ -14,7 +14,8 @@ from .errors import InvalidInputError
 def parse_terms(text: str, what: str = "--terms") -> dict[str, float]:
     """ "eurosat:+1,dtd:-0.5" -> {"eurosat": 1.0, "dtd": -0.5}; a key may be "task@source".
 
-    A task named twice ("shapes:+1,shapes:-1") is refused: give it once, with the summed coefficient.
+    A task named twice ("shapes:+1,shapes:-1") is refused: give it once, with the summed coefficient; a
+    coefficient of 0 is refused too (an export would list an edit it does not hold).
     `what` names the field in errors (the CLI's --terms, a recipe's edits.N.terms).
     """
     terms: dict[str, float] = {}
@@ -29,6 +30,9 @@ def parse_terms(text: str, what: str = "--terms") -> dict[str, float]:
             raise InvalidInputError(f"term {part!r}: coefficient {value!r} is not a number") from None
         if coefficient != coefficient or coefficient in (float("inf"), float("-inf")):
             raise InvalidInputError(f"term {part!r}: the coefficient must be a finite number")
+        if coefficient == 0:
+            raise InvalidInputError(f"term {part!r} in {what}: a coefficient of 0 is no edit; drop the term or give it "
+                                    f"a weight, e.g. {key}:+1")
         if key in terms:
             raise InvalidInputError(f"term {key!r} is given twice in {what}; give it once, with the summed coefficient "
                                     f"(e.g. {key}:{terms[key] + coefficient:+g})")

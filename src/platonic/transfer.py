@@ -12,22 +12,13 @@ from .bank import Operator, OperatorBank
 from .descriptor import Descriptor, ProbeGrid, digest_probes
 from .edit import FoldRecord, fold
 from .errors import FingerprintMismatchError, InvalidInputError
+from .layouts import is_model_export
 from .measurement import EmbeddingCache, ProbeStore, canonical_probes, design_rows, target_grid
 from .models import DualEncoder, load_model
 from .progress import track
 from .solve import RidgeSolver
-from .solve_config import SolveConfig
-from .storage import platonic_record, refuse_existing
-
-
-def check_pool(config: SolveConfig, has_pool: bool) -> None:
-    """Refuse an anchored solve without a pool and a pool the paper's solve would ignore (before any model loads)."""
-    if config.anchored and not has_pool:
-        raise InvalidInputError("the anchored solve needs a pool of unlabeled inputs: give --anchor-images DIR "
-                                "(anchor_images= in the API), images that no test set or control uses")
-    if not config.anchored and has_pool:
-        raise InvalidInputError("an anchor pool was given but the solve is the paper's, which would ignore it; "
-                                "pass --solve anchored (solve='anchored') or drop the pool")
+from .solve_config import SolveConfig, check_pool
+from .storage import refuse_existing
 
 
 def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str, torch.Tensor] | None = None,
@@ -66,8 +57,7 @@ def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str
     solvers: dict[ProbeGrid, RidgeSolver] = {}
     for desc in track(descriptors, description=f"solving {len(descriptors)} descriptors", enabled=progress):
         if desc.grid not in solvers:
-            canon = (probes or {}).get(desc.grid.probe_digest)
-            canon = canon if canon is not None else store.get(desc.grid.probe_digest)
+            canon = store.find(desc, probes)
             F, G = target_grid(model, canon, desc.grid.prompts, cache=cache, progress=progress)
             solvers[desc.grid] = RidgeSolver(F, G, anchor=pool, **config.solver_settings())
         bank.add(Operator.from_solver(solvers[desc.grid], desc, target=model.fingerprint, form=model.edit_site.form,
@@ -75,16 +65,19 @@ def solve_bank(target, descriptors: Iterable[Descriptor], *, probes: Mapping[str
     return bank
 
 
-TARGET_MATCHES = ("current", "pre-edit")
+TARGET_MATCHES = ("current", "pre-edit", "export's base")
 
 
 def target_match(model: DualEncoder, target: str) -> str:
-    """Which weights of `model` the fingerprint `target` names: "current" (the weights as they are) or
-    "pre-edit" (before the model's first platonic edit, `base_fingerprint`); refuses any other."""
+    """Which weights of `model` the fingerprint `target` names: "current" (the weights as they are),
+    "pre-edit" (before the model's first platonic edit, `base_fingerprint`) or "export's base" (the model a
+    loaded platonic export was edited from, as its provenance names it); refuses any other."""
     if target == model.fingerprint:
         return "current"
     if target == model.base_fingerprint:
         return "pre-edit"
+    if target == getattr(model, "export_base", None):
+        return "export's base"
     raise FingerprintMismatchError(
         f"the edit was solved for target {target} but the model is {model.fingerprint}"
         + (f" (before its platonic edits: {model.base_fingerprint})" if model.base_fingerprint != model.fingerprint else "")
@@ -123,25 +116,15 @@ def save_model(model: DualEncoder, path, provenance: dict | None = None, overwri
     """Write `model` in its own library's format, with the record of its platonic edits.
 
     An existing `path` is replaced only when it is a previous platonic export of the same kind (an
-    open_clip checkpoint, a transformers directory, ...), or with `overwrite`.
+    open_clip checkpoint, a transformers directory, ...), or with `overwrite`. The record names the
+    fingerprint of the model the edits started from (`base_fingerprint`): loading the export again, the
+    banks solved on that base apply to it (`target_match` "export's base").
     """
     import inspect
 
-    record = {"platonic_version": __version__, "edits": list(getattr(model, "edits", [])), **(provenance or {})}
+    record = {"platonic_version": __version__, "edits": list(getattr(model, "edits", [])),
+              "base_fingerprint": model.origin_fingerprint, **(provenance or {})}
     if "overwrite" in inspect.signature(model.save).parameters:
         return model.save(path, record, overwrite=overwrite)
     refuse_existing(Path(path), is_model_export, overwrite, "platonic model export")  # backends that do not check
     return model.save(path, record)
-
-
-def is_model_export(path) -> bool:
-    """True for a model platonic exported: a safetensors file with platonic metadata that records edits,
-    or a transformers / open_clip directory with platonic_provenance.json."""
-    path = Path(path)
-    if path.is_dir():
-        from .models.hf_backend import is_transformers_export
-        from .models.open_clip_backend import is_open_clip_export_directory
-
-        return is_transformers_export(path) or is_open_clip_export_directory(path)
-    return any(record is not None and "format" not in record for record in
-               (platonic_record(path), platonic_record(path, "platonic_world")))

@@ -136,3 +136,14 @@ def test_export_writes_the_input_processor_of_every_family(tmp_path, kind, expec
     assert record["saved"] == [expected]  # the test models' tokenizer is a plain callable: not saved (warned)
     loader = AutoFeatureExtractor if kind == "clap" else AutoImageProcessor
     assert type(loader.from_pretrained(tmp_path / "exp")).__name__.removesuffix("Fast") == expected
+
+
+def test_files_inside_an_export_directory_follow_the_umask(tmp_path, clip_with_tokenizer):
+    """Defect 16: weight files inside export directories were 0600 under umask 022."""
+    old = os.umask(0o022)
+    try:
+        quiet_save(clip_with_tokenizer, tmp_path / "exp")
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "exp").rglob("*") if p.is_file()}
+    assert "model.safetensors" in modes and set(modes.values()) == {0o644}, modes

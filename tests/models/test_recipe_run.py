@@ -108,6 +108,11 @@ def test_a_recipe_runs_end_to_end_and_its_exports_load_alone(recipe_dir):
             for name, acc in export["accuracy_end_to_end"].items():
                 assert abs(acc - cell["accuracy"][name]) < 1e-9, (export["path"], name)
 
+    # `platonic report` re-renders a recipe run's tables (issue 34: it refused the run directory)
+    tables = (out / "tables.md").read_text()
+    result = CliRunner().invoke(app, ["report", str(out)])
+    assert result.exit_code == 0 and (out / "tables.md").read_text() == tables, result.output
+
     # a second run reads every fine-tune from the cache and replaces the previous run directory
     result = CliRunner().invoke(app, ["run", str(recipe_dir / "recipe.yaml"), "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -162,3 +167,15 @@ def test_a_tasks_finetune_change_replaces_the_blocks_length():
     assert one_epoch.total_steps(640) == 640 // 64
     assert task_finetune(block, "dtd", None) is block and task_finetune(block, "dtd", {}) is block
     assert task_finetune(FinetuneConfig(epochs=3), "x", {"steps": 9}).total_steps(10**6) == 9
+
+
+def test_a_recipe_strength_beyond_the_fold_bound_is_refused_like_apply(recipe_dir):
+    """Defect 7: a recipe's `alpha: 1e30` reported accuracies (the fast path folds nothing), where `apply` refused
+    the same alpha: every path that folds or evaluates an edit has one bound (`edit.check_fold`)."""
+    recipe = yaml.safe_load((recipe_dir / "recipe.yaml").read_text())
+    recipe["edits"] = [{"name": "huge", "terms": "reds:+1", "alpha": 1e30, "targets": ["oc"], "sources": "self"}]
+    recipe["exports"] = []
+    (recipe_dir / "huge.yaml").write_text(yaml.safe_dump(recipe))
+    result = CliRunner().invoke(app, ["run", str(recipe_dir / "huge.yaml"), "-o", str(recipe_dir / "run")])
+    assert result.exit_code == 2 and "times their norm" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (recipe_dir / "run").exists()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from .._version import __version__
-from .artifacts import convert, inspect
+from .artifacts import clean, convert, inspect
 from .common import console
 from .errors import OneLineErrors
 from .experiments import demo, experiment, report
@@ -38,6 +38,6 @@ def main(version: bool = typer.Option(False, "--version", callback=_version, is_
     """platonic: universal task descriptors, closed-form operators, operator banks."""
 
 
-for command in (inspect, measure, convert, finetune, solve, apply, experiment, run, report, demo):
+for command in (inspect, measure, convert, finetune, solve, apply, experiment, run, report, demo, clean):
     app.command()(command)
 app.add_typer(world_app, name="world")

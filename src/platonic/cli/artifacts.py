@@ -13,9 +13,12 @@ from .common import console, overwrite_option, print_operators
 
 def inspect(path: Path = typer.Argument(..., help="A descriptor, operator or bank file, or a model platonic exported."),
             as_json: bool = typer.Option(False, "--json", help="Print the metadata record as JSON.")) -> None:
-    """Print what a platonic file holds."""
+    """Print what a platonic file holds: a descriptor, operator or bank, a model platonic exported, a fine-tune
+    directory (platonic finetune) or an adapter directory (apply --route adapter)."""
     from ..storage import read_artifact
 
+    if _print_directory(path, as_json):
+        return
     export = _export_record(path)
     if export is not None:
         if as_json:
@@ -48,10 +51,49 @@ def inspect(path: Path = typer.Argument(..., help="A descriptor, operator or ban
                         title="bank entries")
 
 
+def _print_directory(path: Path, as_json: bool) -> bool:
+    """Print a fine-tune or adapter directory's record (True), refuse another directory that is not an export,
+    naming what it holds; False for anything else."""
+    from ..layouts import (
+        ADAPTER_WEIGHTS,
+        FINETUNE_RECORD,
+        is_adapter_directory,
+        is_finetune_directory,
+        is_model_export,
+        output_kind,
+        read_json,
+    )
+    from ..storage import file_metadata
+
+    if not path.is_dir() or is_model_export(path):
+        return False
+    if is_finetune_directory(path):
+        record = read_json(path / FINETUNE_RECORD)
+        if not as_json:
+            data, losses = record.get("data", {}), record.get("losses") or [float("nan")]
+            console.print(f"[bold]{path}[/]: a {record.get('mode')} fine-tune of {record.get('model')} by platonic "
+                          f"{record.get('platonic_version', '?')}\n  task      {data.get('task')} ({data.get('source')}, "
+                          f"split {data.get('split')})\n  steps     {len(record.get('losses', []))}, loss "
+                          f"{losses[0]:.4g} -> {losses[-1]:.4g}\n  weights   {record.get('weights')}")
+    elif is_adapter_directory(path):
+        record = json.loads(file_metadata(path / ADAPTER_WEIGHTS)["platonic"])
+        if not as_json:
+            terms = " ".join(f"{t['coefficient']:+g}*{t['task']}@{t['source']}" for t in record.get("terms", []))
+            console.print(f"[bold]{path}[/]: a peft adapter platonic fitted on {record.get('target_spec')} for {terms} "
+                          f"({record.get('report', {}).get('steps')} steps)")
+    else:
+        kind = output_kind(path)
+        raise InvalidInputError(f"{path} is {kind or 'a directory that holds no platonic file'}; `platonic inspect` "
+                                "reads descriptor, operator and bank files, exported models, fine-tune and adapter "
+                                "directories")
+    if as_json:
+        print(json.dumps(record, indent=2, sort_keys=True))
+    return True
+
+
 def _export_record(path: Path) -> dict | None:
     """The provenance record of a model platonic exported (open_clip file, transformers directory), else None."""
-    from ..models.hf_backend import PROVENANCE_FILE, is_transformers_export
-    from ..models.open_clip_backend import is_open_clip_export_directory
+    from ..layouts import PROVENANCE_FILE, is_open_clip_export_directory, is_transformers_export
     from ..storage import platonic_record
 
     if path.is_dir():
@@ -91,7 +133,6 @@ def convert(
     open_clip version that saved it). The output is written atomically.
     """
     from ..errors import PickledCheckpointError
-    from ..finetuning.checkpoints import convert_pickled, is_converted_file
     from ..preflight import check_output, refuse_output_among_inputs
 
     if not trust_pickle:
@@ -101,6 +142,8 @@ def convert(
     if not checkpoint.is_file():
         raise InvalidInputError(f"{checkpoint} does not exist (no such file)")
     refuse_output_among_inputs({"-o": output}, [checkpoint])
+    from ..finetuning.checkpoints import convert_pickled, is_converted_file
+
     check_output(output, is_converted_file, overwrite, "checkpoint platonic converted")
     from .errors import one_line
 
@@ -108,3 +151,30 @@ def convert(
                         "continue only if you trust where it came from"), err=True)
     record = convert_pickled(checkpoint, output, trust_pickle=True, overwrite=overwrite)
     console.print(f"wrote {output}: {record['tensors']} tensors from {checkpoint} (sha256 {record['source_sha256'][:16]}…)")
+
+
+def clean(
+    paths: list[Path] = typer.Argument(None, help="Outputs, or folders of outputs, to clean beside (default: the "
+                                       "working directory)."),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="Also every folder of the cache ($PLATONIC_CACHE)."),
+) -> None:
+    """Remove what killed platonic writes left: hidden .NAME.PID.platonic-*.tmp beside an output (half
+    written) once process PID is gone, a previous directory moved aside (.old: put back where the output
+    is missing), and an adapter parked by an interrupted `apply --route adapter` (.new: put in place when
+    its export names it, else deleted). Every write does the same beside its own output; this does it
+    for the folders named, and the cache's."""
+    import os
+
+    from ..paths import cache_root
+    from ..storage import clean_stale_temporaries, sweep_stale_temporaries
+
+    found = []
+    for path in paths or [Path(".")]:
+        found += clean_stale_temporaries(path) if path.name else []
+        found += sweep_stale_temporaries(path if path.is_dir() else path.parent)
+    if cache and cache_root().is_dir():
+        for folder, _, _ in os.walk(cache_root()):
+            found += sweep_stale_temporaries(folder)
+    for entry in found:
+        console.print(f"cleaned {entry}")
+    console.print(f"{len(found)} stale temporar{'y' if len(found) == 1 else 'ies'} of killed writes cleaned")

@@ -29,6 +29,9 @@ def read_prompts(prompts: Path | None, classes: str | None, template: str) -> li
     """The class prompts: a UTF-8 file (one per line), or --classes filled into --template's single `{}`."""
     from ..prompts import class_prompts, read_prompt_file
 
+    if prompts is not None and classes:
+        raise InvalidInputError("give the class prompts by --prompts FILE or by --classes (with --template), not both: "
+                                "with --prompts, --classes and --template would be ignored")
     if prompts is not None:
         return read_prompt_file(prompts)
     if classes:
@@ -54,25 +57,32 @@ def input_paths(*items) -> list[Path]:
     return out
 
 
-def read_descriptors(files: list[Path]) -> list:
-    """Descriptor files, each once; two files with the same (task, source) are refused."""
-    from ..descriptor import Descriptor
+def check_descriptor_files(files: list[Path]) -> None:
+    """Refuse a file given twice, a file that is not a descriptor, and two files of one (task, source) (a bank
+    keeps one operator per pair), from the files' headers alone: before any work, without torch."""
     from ..preflight import same_path
+    from ..storage import read_header
 
     for i, a in enumerate(files):
         for b in files[:i]:
             if same_path(a, b):
                 raise InvalidInputError(f"descriptor file {a} is given twice; give each file once")
-    descriptors, seen = [], {}
+    seen = {}
     for f in files:
-        d = Descriptor.load(f)
-        key = (d.task, d.provenance.source)
+        record = read_header(f, "descriptor")
+        key = ((record.get("grid") or {}).get("task"), (record.get("provenance") or {}).get("source"))
         if key in seen:
-            raise InvalidInputError(f"{seen[key]} and {f} both hold task {d.task!r} from source {d.provenance.source!r}; "
+            raise InvalidInputError(f"{seen[key]} and {f} both hold task {key[0]!r} from source {key[1]!r}; "
                                     "a bank keeps one operator per (source, task): give one of them")
         seen[key] = f
-        descriptors.append(d)
-    return descriptors
+
+
+def read_descriptors(files: list[Path]) -> list:
+    """The descriptors of `files` (`check_descriptor_files` first)."""
+    from ..descriptor import Descriptor
+
+    check_descriptor_files(files)
+    return [Descriptor.load(f).require_plausible_scale() for f in files]
 
 
 def given_probes(model, paths: list[Path]) -> dict:
@@ -99,4 +109,16 @@ def print_operators(metas, deltas, title: str) -> None:
         kind = record.get("kind", "-") + (f" w={record['anchor_weight']:g}" if record.get("anchor_weight") else "")
         table.add_row(terms, meta["form"], str(tuple(delta.shape)), f"{float(delta.double().norm()):.4g}",
                       fmt(meta.get("residual")), fmt(meta.get("mu_a")), fmt(meta.get("mu_b")), kind)
-    console.print(table)
+    print_table(table)
+
+
+def print_table(table: Table) -> None:
+    """Print a table whole: piped or redirected, rich would fit it to 80 columns and cut its cells (the
+    source of `+1*task@source` lost); on a terminal it fits the terminal."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    from rich.measure import Measurement
+
+    natural = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
+    Console(soft_wrap=True, width=max(console.width, natural)).print(table)

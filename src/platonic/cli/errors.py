@@ -10,6 +10,7 @@ of range), and prints each as a single line, whatever the command:
 from __future__ import annotations
 
 import sys
+import warnings
 
 from typer.core import TyperGroup
 
@@ -35,6 +36,12 @@ def print_error(message) -> None:
     sys.stderr.flush()
 
 
+def warning_line(message, category, filename, lineno, line=None) -> str:
+    """A warning as the command line prints it: `warning: MESSAGE` on one line, without the source file and
+    line of the code that warned (which say nothing to a user)."""
+    return f"warning: {one_line(message)}\n"
+
+
 def _usage_hint(exc: ClickException) -> str:
     ctx = getattr(exc, "ctx", None)
     if ctx is None:
@@ -47,12 +54,13 @@ class OneLineErrors(TyperGroup):
 
     It runs click in non-standalone mode and handles the outcome itself: a `PlatonicError` that escaped
     a command, or a click usage error, becomes `error: ...` with exit code 2; `--help` and a group
-    called without a command still print their help.
+    called without a command still print their help. Warnings print as one line, `warning: ...`.
     """
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        formatter, warnings.formatwarning = warnings.formatwarning, warning_line
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except NoArgsIsHelpError as exc:
@@ -67,4 +75,6 @@ class OneLineErrors(TyperGroup):
         except PlatonicError as exc:
             print_error(exc)
             sys.exit(EXIT_ERROR)
+        finally:
+            warnings.formatwarning = formatter
         sys.exit(rv if isinstance(rv, int) else 0)

@@ -12,9 +12,22 @@ import typer
 
 from .common import console, device_option
 
+# --help is answered without importing the engine (which imports torch): these texts are the protocol
+# registry's, written out; tests/test_cli_speed.py checks that they equal what the registry says
+EXPERIMENT_NAMES = "addition, negation, generalization, alpha, weight_space, orthoreg_sources, task_arithmetic"
+REGISTRY_DEFAULTS = {
+    "alpha": "addition 0.5, negation 1, generalization 0.5, alpha its sweep, weight_space 0.5, orthoreg_sources 0.5",
+    "mu_a": "addition 0.01, negation 0.01, generalization 0.01, alpha 0.01, weight_space 0.01, orthoreg_sources 0.01",
+    "mu_b": "addition 1e-06, negation 1e-06, generalization 1e-06, alpha 1e-06, weight_space 1e-06, "
+            "orthoreg_sources 1e-06",
+}
+NEGATION_BASELINES = "target_as_source, gradient_ascent"  # the registry's negation entry, `baselines`
+ASCENT_STEPS = 20  # platonic.finetuning.GRADIENT_ASCENT.steps: the worlds' and YAML setups' budget
+
 
 def registry_defaults(setting: str) -> str:
-    """"addition 0.5, negation 1, ..." for one default of the protocols that solve descriptors (for --help)."""
+    """"addition 0.5, negation 1, ..." for one default of the protocols that solve descriptors, read from the
+    registry (what `REGISTRY_DEFAULTS` must say)."""
     from ..experiments.registry import PROTOCOLS
 
     values = {name: p.alpha if setting == "alpha" else getattr(p.solve, setting) for name, p in PROTOCOLS.items()
@@ -23,14 +36,14 @@ def registry_defaults(setting: str) -> str:
 
 
 def experiment_names() -> str:
-    """The registered experiments, for --help."""
+    """The registered experiments, read from the registry (what `EXPERIMENT_NAMES` must say)."""
     from ..experiments.registry import PROTOCOLS
 
     return ", ".join(PROTOCOLS)
 
 
 def experiment(
-    names: list[str] = typer.Argument(..., help=f"{experiment_names()}; task_arithmetic runs alone "
+    names: list[str] = typer.Argument(..., help=f"{EXPERIMENT_NAMES}; task_arithmetic runs alone "
                                       "(method.md §2: flavours x OrthoReg, docs/experiments.md)."),
     setup: str = typer.Option("world", "--setup", help="world (the embedded world), audio-world (the embedded audio world), "
                               "toy (synthetic, seconds), or a YAML file naming models, tasks and sources (docs/experiments.md)."),
@@ -49,11 +62,11 @@ def experiment(
     adapter_max_steps: int = typer.Option(None, "--adapter-max-steps", help="The adapter's step cap (default 540)."),
     adapter_holdout: float = typer.Option(None, "--adapter-holdout", help="Fraction of probes held out to pick the step."),
     alpha: float = typer.Option(None, "--alpha", help="Fold strength of the named experiments (default: each one's own "
-                                f"from the protocol registry: {registry_defaults('alpha')})."),
+                                f"from the protocol registry: {REGISTRY_DEFAULTS['alpha']})."),
     mu_a: float = typer.Option(None, "--mu-a", help="Relative ridge weight on the probe side (default: each "
-                               f"experiment's own, {registry_defaults('mu_a')})."),
+                               f"experiment's own, {REGISTRY_DEFAULTS['mu_a']})."),
     mu_b: float = typer.Option(None, "--mu-b", help="Relative ridge weight on the prompt side (default: each "
-                               f"experiment's own, {registry_defaults('mu_b')})."),
+                               f"experiment's own, {REGISTRY_DEFAULTS['mu_b']})."),
     solve_kind: str = typer.Option(None, "--solve", help="paper (method.md §1.2, the default) or anchored: also "
                                    "penalise each operator's effect on a pool of unlabeled inputs (beyond the paper)."),
     anchor_images: Path = typer.Option(None, "--anchor-images", help="The anchored solve's pool: a folder of images or "
@@ -78,6 +91,12 @@ def experiment(
                                  "it (default: all; weight_space 500)."),
     world: Path = typer.Option(None, "--world", help="a built world directory to run on (default: "
                                "the cached world of $PLATONIC_WORLD_PROFILE, built if needed)."),
+    baselines: str = typer.Option(None, "--baselines", help=f"negation: the baselines to run beside the closed form, "
+                                  f"comma-separated among {NEGATION_BASELINES}, or none (default: all; gradient ascent "
+                                  "fine-tunes every target on every task, the slow part on your own models)."),
+    ascent_steps: int = typer.Option(None, "--ascent-steps", help="negation: the gradient-ascent baseline's budget in "
+                                     f"steps (default: the setup's, {ASCENT_STEPS} on the worlds and YAML setups, or a "
+                                     "YAML's gradient_ascent: block)."),
     device: str = device_option(),
 ) -> None:
     """Run the paper's experiment protocols and write results.json, tables.md and plots.
@@ -94,16 +113,33 @@ def experiment(
         solve=solve_kind, anchor_images=anchor_images, anchor_weight=anchor_weight, adapter_cells=adapter_cells,
         adapter_lr=adapter_lr, adapter_max_steps=adapter_max_steps, adapter_holdout=adapter_holdout, flavours=flavours,
         negation_flavours=negation_flavours, lambdas=lambdas, steps=steps, val_size=val_size, models=ta_models,
-        tasks=ta_tasks, world=world)
+        tasks=ta_tasks, world=world, baselines=baselines, ascent_steps=ascent_steps)
     results = run_request(request, log=console.print)
     console.print((output / "tables.md").read_text())
     what = "task-vector cosine heatmaps" if results["settings"]["experiments"] == ["task_arithmetic"] else "plots"
     console.print(f"report: {output}/ (results.json, tables.md, {what})")
 
 
-def report(directory: Path = typer.Argument(..., help="A run directory holding results.json."),
+def report(directory: Path = typer.Argument(..., help="A run directory holding results.json (platonic experiment, "
+                                          "demo or run)."),
            plots: bool = typer.Option(True, help="Re-draw the PNG plots too.")) -> None:
-    """Re-render a run's tables (and plots) from its results.json."""
+    """Re-render a run's tables (and plots) from its results.json: a `platonic experiment` or `demo` run, or a
+    `platonic run` recipe run (its tables only)."""
+    from ..errors import ArtifactError, InvalidInputError
+    from ..layouts import RESULTS_FILE, is_recipe_run, is_run_directory, output_kind
+
+    if not (directory / RESULTS_FILE).is_file() and output_kind(directory) is None:
+        raise ArtifactError(f"{directory / RESULTS_FILE} does not exist; give a run directory written by `platonic "
+                            "experiment`, `platonic demo` or `platonic run`")
+    if is_recipe_run(directory):
+        from ..recipe.report import rerender_recipe_run
+
+        console.print(rerender_recipe_run(directory))
+        return
+    kind = None if is_run_directory(directory) else output_kind(directory)
+    if kind is not None:
+        raise InvalidInputError(f"{directory} is {kind}, not a run directory; `platonic report` re-renders the tables "
+                                "of `platonic experiment`, `platonic demo` and `platonic run` directories")
     from ..experiments.run import rerender_run
 
     rerender_run(directory, plots=plots)

@@ -43,22 +43,21 @@ def finetune(
     """
     from pydantic import ValidationError
 
-    from .._checks import as_device, as_finite_scalar
-    from ..data.resolve import open_task
-    from ..finetuning import MODES, FinetuneConfig, finetune_on_task, is_finetune_directory
-    from ..models import check_spec, load_model
+    from .._checks import as_finite_scalar, check_device
+    from ..finetuning.config import MODES, FinetuneConfig
+    from ..layouts import is_finetune_directory
+    from ..models import check_spec
     from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs
 
     if mode not in MODES:
         raise InvalidInputError(f"--mode {mode!r}: choose lora, full or attention")
     if lora_targets not in ("model", "attention"):
         raise InvalidInputError(f"--lora-targets {lora_targets!r}: choose model or attention")
-    as_device(device)
+    check_device(device)
     check_spec(model)
     name, eq, source = task.partition("=")
     if eq and not (name and source):
         raise InvalidInputError(f"--task {task!r}: write NAME or NAME=SOURCE")
-    data = open_task(name, source or None, template=template)
     try:
         length = {k: v for k, v in (("steps", steps), ("epochs", epochs)) if v is not None}
         config = FinetuneConfig(mode=mode, **length, batch_size=batch_size, lr=as_finite_scalar("--lr", lr),
@@ -71,8 +70,15 @@ def finetune(
     refuse_output_among_inputs({"-o": output}, input_paths(model, source or None))
     check_output(output, is_finetune_directory, overwrite, "platonic fine-tune directory", directory=True)
     check_cache_writable()
+    from ..data.resolve import open_task
+    from ..finetuning import finetune_on_task, train_split
+
+    data = open_task(name, source or None, template=template)
+    train = train_split(data, config)  # the data's problems before the model loads
+    from ..models import load_model
+
     pre = load_model(model, device=device)
-    _, record = finetune_on_task(pre, data, config, output, overwrite=overwrite)
+    _, record = finetune_on_task(pre, data, config, output, overwrite=overwrite, train=train)
     losses = record["losses"]
     used = record["data"]
     count = f"{used['clips']} train clips" if "clips" in used else f"{used['images']} train images"

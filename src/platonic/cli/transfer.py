@@ -10,6 +10,7 @@ import typer
 from ..errors import InvalidInputError, ZeroDescriptorWarning
 from ..terms import default_alpha, parse_terms
 from .common import (
+    check_descriptor_files,
     console,
     device_option,
     given_probes,
@@ -42,33 +43,34 @@ def measure(
 
     The descriptor's provenance records the fine-tune as loaded: its revision and how many tensors.
     """
-    from .._checks import as_device
-    from ..data.probe_files import load_probes
+    from .._checks import check_device
+    from ..data.probe_files import check_probe_path
     from ..finetuning import require_exists
     from ..finetuning import require_pinned as refuse_unpinned
-    from ..measurement import measure as measure_descriptor
     from ..models import check_spec
     from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs
     from ..storage import artifact_kind
 
-    as_device(device)
+    check_device(device)
     check_spec(model)
     texts = read_prompts(prompts, classes, template)
     require_exists(finetuned)
     if require_pinned:
         refuse_unpinned(finetuned, "--finetuned")
+    check_probe_path(probes)
     refuse_output_among_inputs({"-o": output}, input_paths(model, finetuned, probes, prompts))
     check_output(output, lambda p: artifact_kind(p) == "descriptor", overwrite, "platonic descriptor file")
     check_cache_writable()
+    from ..data.probe_files import load_probes
+    from ..measurement import measure as measure_descriptor
+    from ..measurement import require_change
+
     canon = load_probes(probes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ZeroDescriptorWarning)  # refused below, as an error
         desc = measure_descriptor(model, finetuned, canon, texts, task, batch_size=batch_size, device=device,
                                   require_pinned=require_pinned)
-    if desc.norm() == 0:
-        raise InvalidInputError(f"the fine-tune {finetuned} changed nothing on these probes: the descriptor is all "
-                                f"zeros, so an operator solved from it would be no edit; nothing was written. Check "
-                                "that --finetuned is the fine-tuned model and not the pre-trained one")
+    require_change(desc, f"--finetuned {finetuned}")
     desc.save(output, overwrite=overwrite)
     console.print(f"wrote {output}: {desc!r}")
 
@@ -84,28 +86,39 @@ def solve(
                                    "affinities of a pool of unlabeled images unchanged (needs --anchor-images)."),
     anchor_images: Path = typer.Option(None, "--anchor-images", help="The anchored solve's pool: a folder of "
                                        "unlabeled images, or .safetensors with a 'probes' tensor."),
-    anchor_weight: float = typer.Option(1.0, "--anchor-weight", help="Relative weight of the pool (1: as much as "
-                                        "the probes; lambda = w ||F||^2 / ||F_pool||^2)."),
+    anchor_weight: float = typer.Option(None, "--anchor-weight", help="Relative weight of the pool, with --solve "
+                                        "anchored (default 1: as much as the probes; lambda = w ||F||^2 / ||F_pool||^2)."),
     device: str = device_option(),
     overwrite: bool = overwrite_option(),
 ) -> None:
     """Solve descriptors into an operator bank for a target model (any architecture)."""
-    from .._checks import as_device
-    from ..data.probe_files import load_probes
-    from ..models import check_spec, load_model
+    from .._checks import check_device
+    from ..data.probe_files import check_probe_path
+    from ..models import check_spec
     from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs
-    from ..solve_config import CLI_FLAGS, SolveConfig
+    from ..solve_config import CLI_FLAGS, SolveConfig, check_pool
     from ..storage import artifact_kind
-    from ..transfer import check_pool, solve_bank
 
-    as_device(device)
+    check_device(device)
     check_spec(target)
+    if anchor_weight is not None and solve_kind != "anchored":
+        raise InvalidInputError("--anchor-weight is the anchored solve's pool weight, which the paper's solve would "
+                                "ignore; add --solve anchored (and --anchor-images DIR) or drop --anchor-weight")
     config = SolveConfig.parse({"kind": solve_kind, "mu_a": mu_a, "mu_b": mu_b, "anchor_weight": anchor_weight},
                                CLI_FLAGS)
     check_pool(config, anchor_images is not None)
     refuse_output_among_inputs({"-o": output}, input_paths(target, *descriptors, *probes, anchor_images))
     check_output(output, lambda p: artifact_kind(p) == "bank", overwrite, "platonic bank file")
+    check_descriptor_files(list(descriptors))
+    for path in probes:
+        check_probe_path(path)
+    if anchor_images is not None:
+        check_probe_path(anchor_images, "--anchor-images")
     check_cache_writable()
+    from ..data.probe_files import load_probes
+    from ..models import load_model
+    from ..transfer import solve_bank
+
     loaded = read_descriptors(list(descriptors))
     pool = None if anchor_images is None else load_probes(anchor_images, "--anchor-images")
     model = load_model(target, device=device)
@@ -146,19 +159,19 @@ def apply(
     directory is kept beside the export. An existing output is replaced only when it is a previous
     platonic export (or with --overwrite), by an atomic swap.
     """
-    from .._checks import as_device, as_finite_scalar
-    from ..adapter import adapt_config_from, is_adapter_directory
-    from ..bank import OperatorBank
-    from ..exports import ROUTES, adapt_and_export, adapter_dir_beside, check_export_output
-    from ..models import check_spec, load_model
-    from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs, same_path
-    from ..transfer import apply as apply_edit
-    from ..transfer import save_model
+    from .._checks import as_finite_scalar, check_device
+    from ..adapt_config import adapt_config_from
+    from ..data.probe_files import check_probe_path
+    from ..exports import ROUTES, adapter_dir_beside, check_export_output
+    from ..layouts import is_adapter_directory
+    from ..models import check_spec
+    from ..preflight import check_cache_writable, check_output, inside, refuse_output_among_inputs, same_path
+    from ..storage import read_header
 
     if route not in ROUTES:
         raise InvalidInputError(f"--route {route!r}: choose closed_form or adapter")
     parsed = parse_terms(terms)
-    as_device(device)
+    check_device(device)
     check_spec(target)
     inputs = input_paths(target, bank, *descriptors, *(extra or []), *probes)
     if route == "closed_form":
@@ -168,14 +181,27 @@ def apply(
         if descriptors or extra:
             raise InvalidInputError("descriptor files go with --route adapter; the closed form reads --bank")
         used = default_alpha(parsed) if alpha is None else as_finite_scalar("--alpha", alpha)
+        if used == 0:
+            raise InvalidInputError("--alpha 0 is no edit: the export would be the unedited target under a card that "
+                                    "lists an edit; give a strength, e.g. --alpha 0.5")
         refuse_output_among_inputs({"-o": output}, inputs)
         check_export_output(target, output, overwrite)
+        read_header(bank, "bank")
+        from ..bank import OperatorBank
+        from ..models import load_model
+        from ..transfer import apply as apply_edit
+        from ..transfer import save_model
+
         loaded = OperatorBank.load(bank)
         model = load_model(target, device=device)
         record = apply_edit(model, loaded, parsed, alpha=used)
         path = save_model(model, output, overwrite=overwrite)
-        console.print(f"wrote {path}: {target} + ({terms}) at alpha = {used:g} (closed form; the bank was "
-                      f"solved on the target's {record.target_match} weights)")
+        solved_on = {"current": "on these weights",
+                     "pre-edit": "on the target's weights before its platonic edits",
+                     "export's base": f"on the model this export was edited from (its provenance names base "
+                                      f"{loaded.target[:16]}…), so the edit lands on top of the export's edits"}
+        console.print(f"wrote {path}: {target} + ({terms}) at alpha = {used:g} (closed form; the bank was solved "
+                      f"{solved_on[record.target_match]})")
         return
     if alpha is not None:
         raise InvalidInputError("--alpha is the closed form's strength; the adapter's is in the coefficients of --terms")
@@ -184,17 +210,29 @@ def apply(
     files = list(descriptors) + list(extra or [])
     if not files:
         raise InvalidInputError("the adapter route needs the descriptors: --descriptors A.utd [B.utd ...]")
+    options = dict(rank=rank, lora_alpha=2.0 * rank, lr=lr, max_steps=max_steps, holdout=holdout)
+    adapt_config_from(options)  # a bad setting is refused before the model loads
+    if max_steps == 0:
+        raise InvalidInputError("--max-steps 0 fits nothing, so it is no edit: the export would be the unedited target "
+                                "under a card that lists an edit; give a number of steps (default 540)")
     adapter_path = adapter_dir or adapter_dir_beside(output)
     if same_path(adapter_path, output):
         raise InvalidInputError(f"--adapter-dir {adapter_path} is the export's own path; give another directory")
+    if inside(adapter_path, output):
+        raise InvalidInputError(f"--adapter-dir {adapter_path} is inside the export {output}, which the export's swap "
+                                f"replaces whole; give a directory outside it (default: {adapter_dir_beside(output)})")
     refuse_output_among_inputs({"-o": output, "--adapter-dir": adapter_path}, inputs)
     check_export_output(target, output, overwrite)
     check_output(adapter_path, is_adapter_directory, False, "platonic adapter directory (choose another "
                  "--adapter-dir)", directory=True)
+    check_descriptor_files(files)
+    for path in probes:
+        check_probe_path(path)
     check_cache_writable()
+    from ..exports import adapt_and_export
+    from ..models import load_model
+
     loaded = read_descriptors(files)
-    options = dict(rank=rank, lora_alpha=2.0 * rank, lr=lr, max_steps=max_steps, holdout=holdout)
-    adapt_config_from(options)  # a bad setting is refused before the model loads
     model = load_model(target, device=device)
     adapter, path = adapt_and_export(model, loaded, parsed, adapter_path, output, options,
                                      probes=given_probes(model, probes), overwrite=overwrite)

@@ -47,8 +47,11 @@ class FolderSource:
     def split(self, name: str) -> Split:
         splits = self.splits()
         if name not in splits:
-            raise InvalidInputError(f"{self.root} has no {name} split (it has: {', '.join(splits)}); add "
-                                    f"{self.root}/{name}/CLASS/*.png")
+            folders = sorted(p.name for p in self.root.iterdir() if p.is_dir())
+            raise InvalidInputError(f"{self.root} has no {name} split: it holds the folder(s) {', '.join(folders)} "
+                                    f"(read as split(s): {', '.join(splits)}); put the {name} images in "
+                                    f"{self.root}/{name}/CLASS/*.png" + (" (a fine-tune never trains on a test split)"
+                                                                         if name == "train" else ""))
         folder = self.root if name == "all" else self._split_dir(name)
         classes = self.classes()
         found = {p.name: p for p in _class_folders(folder)}
@@ -56,6 +59,10 @@ class FolderSource:
         if unknown:
             raise InvalidInputError(f"{folder} has class folder(s) {', '.join(unknown)} that the test split lacks")
         per_class = {cls: _data_files(found[cls]) for cls in classes if cls in found}
+        empty = [cls for cls, kinds in per_class.items() if not (kinds["image"] or kinds["audio"])]
+        if empty:
+            raise InvalidInputError(f"{folder} has empty class folder(s) {', '.join(empty)} (no image or sound "
+                                    "file); add its files or remove the folder")
         modality = _folder_modality(folder, per_class)
         files, labels = [], []
         for label, cls in enumerate(classes):

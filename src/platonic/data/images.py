@@ -25,7 +25,7 @@ import torch
 
 from ..errors import InvalidInputError
 from ..models.constants import OPENAI_MEAN, OPENAI_STD
-from ..models.images import CANONICAL_SIZE, to_8bit
+from ..models.images import CANONICAL_SIZE, check_finite_pixels, to_8bit
 
 RESIZE_RATIO = 256 / 224  # the reference code resizes the shorter side to int(S * 256 / 224), then crops S
 
@@ -56,6 +56,7 @@ def open_image(item):
 
 def _loaded(img):
     img.load()
+    check_finite_pixels(img)  # inside open_image's try: the message names the file
     return img
 
 

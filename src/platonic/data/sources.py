@@ -20,7 +20,7 @@ one that holds both images and sound is refused (`Split.modality`, `Split.requir
 Split names: "train", "test", and "val" (also found as "validation" / "valid"). A source with a single
 split (a torchvision EuroSAT, a folder without split folders, one saved `Dataset`) is cut into train and
 test as the reference code cuts EuroSAT: a permutation seeded with 42, its first 80% train, the rest test
-(`task_split`). A control reads "test" (or "val"), else its only split whole (`control_split`).
+(`task_split`); a single test or val split is never cut into a train part. A control reads "test" (or "val"), else its only split whole (`control_split`).
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from .torchvision_source import TorchvisionSource
 
 PREFIXES = ("hf:", "torchvision:")
 CUT_SEED, CUT_TRAIN_FRACTION = 42, 0.8  # the reference code's cut of a single-split data set (EuroSAT)
+CUT_SPLITS = ("all", "train")  # a single split cut into train and test: a whole data set, or a train split alone
 
 __all__ = ["CUT_SEED", "CUT_TRAIN_FRACTION", "PREFIXES", "SPLIT_ALIASES", "FolderSource", "HFSource", "LazyClips",
            "LazyImages", "Split", "TorchvisionSource", "control_split", "is_folder", "missing_path", "parse_source",
@@ -99,10 +100,14 @@ def missing_path(text) -> str | None:
 # -- the splits a task and a control read -----------------------------------------------------------
 
 def task_split(source, role: str) -> Split | None:
-    """The task's `role` split ("train", "test" or "val"): the source's own, or, for a source with a
-    single split, the reference code's seeded 80 / 20 cut of it (val: None)."""
+    """The task's `role` split ("train", "test" or "val"): the source's own, or, for a source whose single
+    split is a whole data set or a train split, the reference code's seeded 80 / 20 cut of it (val: None).
+
+    A source with a test (or val) split and no train split is never cut: its test images would be
+    trained on. Asked for "train", it is refused with the splits it has (a folder: the folders it
+    found); asked for "test", it gives its test split whole."""
     splits = source.splits()
-    if len(splits) == 1 and role in ("train", "test"):
+    if len(splits) == 1 and splits[0] in CUT_SPLITS and role in ("train", "test"):
         whole = source.split(splits[0])
         order = torch.randperm(len(whole), generator=torch.Generator().manual_seed(CUT_SEED))
         cut = int(CUT_TRAIN_FRACTION * len(whole))

@@ -41,11 +41,12 @@ OPTION_TAKERS: dict[str, Callable[[Protocol], bool]] = {
     "--flavours": lambda p: "flavours" in p.options, "--negation-flavours": lambda p: "negation_flavours" in p.options,
     "--lambdas": lambda p: "lambdas" in p.options, "--val-size": lambda p: "val_size" in p.options,
     "--steps": lambda p: p.fine_tunes,
+    "--baselines": lambda p: bool(p.baselines), "--ascent-steps": lambda p: "gradient_ascent" in p.baselines,
 }
 SLICES = ("--models", "--tasks", "--world", "--steps")  # the embedded worlds' setup options
 OPTION_FIELDS = ("alpha", "mu_a", "mu_b", "solve", "anchor_images", "anchor_weight", "adapter_cells", "adapter_lr",
                  "adapter_max_steps", "adapter_holdout", "flavours", "negation_flavours", "lambdas", "val_size", "steps",
-                 "models", "tasks", "world")
+                 "models", "tasks", "world", "baselines", "ascent_steps")
 
 
 class ExperimentRequest(BaseModel):
@@ -80,6 +81,8 @@ class ExperimentRequest(BaseModel):
     models: str | None = None
     tasks: str | None = None
     world: Path | None = None
+    baselines: str | None = None
+    ascent_steps: int | None = None
 
     @property
     def own_models(self) -> bool:
@@ -135,6 +138,30 @@ def _floats(value: str, what: str) -> list[float]:
         return [float(x) for x in _csv(value, what)]
     except ValueError:
         raise InvalidInputError(f"{what} must be comma-separated numbers, e.g. 0.1,1,10; got {value!r}") from None
+
+
+def baseline_options(request: ExperimentRequest, protocol: Protocol) -> dict:
+    """--baselines (comma-separated among the entry's `baselines`, or none) and --ascent-steps, as the options
+    of `protocol` ({} where it takes neither, or neither is given: its defaults run every baseline)."""
+    if not protocol.baselines:
+        return {}
+    chosen = protocol.baselines
+    if request.baselines is not None:
+        names = [] if request.baselines.strip().lower() == "none" else _csv(request.baselines, "--baselines")
+        unknown = [n for n in names if n not in protocol.baselines]
+        if unknown:
+            raise InvalidInputError(f"--baselines: {', '.join(unknown)} is not a baseline of {protocol.name}; choose among "
+                                    f"{', '.join(protocol.baselines)}, or none")
+        chosen = tuple(n for n in protocol.baselines if n in names)
+    out = {"baselines": chosen} if request.baselines is not None else {}
+    if request.ascent_steps is not None:
+        if request.ascent_steps < 1:
+            raise InvalidInputError("--ascent-steps must be a positive number of gradient-ascent steps")
+        if "gradient_ascent" not in chosen:
+            raise InvalidInputError("--ascent-steps is the gradient-ascent baseline's budget, which --baselines leaves "
+                                    "out; add gradient_ascent to --baselines or drop --ascent-steps")
+        out["ascent_steps"] = request.ascent_steps
+    return out
 
 
 def val_size(text: str | None) -> int | None:
@@ -195,6 +222,8 @@ def run_request(request: ExperimentRequest, log: Callable[[str], None] = print) 
     ridge = solve_config(request, names)
     pool = None if request.anchor_images is None else load_probes(request.anchor_images, "--anchor-images")
     options = {p.name: {"val_size": sizes} for p in protocols if "val_size" in p.options and request.val_size is not None}
+    for protocol in protocols:
+        options.setdefault(protocol.name, {}).update(baseline_options(request, protocol))
     if "orthoreg_sources" in names:
         options.setdefault("orthoreg_sources", {})["lambdas"] = (_floats(request.lambdas, "--lambdas") if request.lambdas
                                                                  else list(ORTHOREG_SOURCE_LAMBDAS))

@@ -20,7 +20,14 @@ from ..errors import InvalidInputError
 from ..solve_config import SolveConfig
 from .protocols.adapter_cells import addition_adapter, negation_adapter
 from .protocols.orthoreg_sources import orthoreg_sources
-from .protocols.paper import addition, alpha_sweep, generalization, negation, negation_gradient_ascent
+from .protocols.paper import (
+    NEGATION_BASELINES,
+    addition,
+    alpha_sweep,
+    generalization,
+    negation,
+    negation_gradient_ascent,
+)
 from .protocols.task_arithmetic import run_task_arithmetic
 from .protocols.task_arithmetic_report import task_arithmetic_tables
 from .protocols.weight_space import weight_space
@@ -48,7 +55,9 @@ class Protocol:
     through the fine-tune cache (the recipe's steps apply). standalone: a non-empty note says the
     experiment runs alone, on its own setup (`experiments.setups.labelled`), with a runner
     runner(setup, **options) -> {"cells", "timings", "settings", "diagnostics"}; the note explains
-    why the descriptor options do not apply to it.
+    why the descriptor options do not apply to it. baselines: the methods beside the closed form that a
+    run may choose among (`--baselines`, the runner's and slow part's `baselines=` option; a slow
+    baseline's budget is an option of its own, e.g. negation's `ascent_steps`).
     """
 
     name: str
@@ -71,6 +80,7 @@ class Protocol:
     solves: bool = True
     fine_tunes: bool = False
     standalone: str = ""
+    baselines: tuple[str, ...] = ()  # methods a run may leave out (--baselines; default: all of them)
 
     def has_records(self, experiments) -> bool:
         """Whether a run's experiment names (a cell's "experiment") hold this protocol's own records."""
@@ -134,7 +144,8 @@ PROTOCOLS = Registry([
              ("zero_shot", "closed_form", "target_as_source", "gradient_ascent"),
              {"target_as_source": "target as its own source", "gradient_ascent": "gradient ascent (labelled)"},
              column_labels={"A": "negated task"}, alpha=1.0, slow_part=negation_gradient_ascent,
-             adapter_part=negation_adapter, adapter_title="Adapter route vs closed form, negation, on the same cells"),
+             adapter_part=negation_adapter, adapter_title="Adapter route vs closed form, negation, on the same cells",
+             options=("baselines", "ascent_steps"), baselines=NEGATION_BASELINES),
     Protocol("generalization", generalization, "method.md §1.5, held-out generalisation of a related group",
              "Generalisation to the held-out related task (accuracy %)",
              ("zero_shot", "one_operator", "two_one_source", "two_two_sources"),

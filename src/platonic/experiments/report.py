@@ -17,11 +17,12 @@ import json
 from pathlib import Path
 
 from ..errors import ArtifactError
+from ..layouts import EXPERIMENT_SCHEMA, is_run_directory
 from ..preflight import nearest_existing
 from .registry import PROTOCOLS
 from .tables import adapter_table, method_means, percent
 
-SCHEMA = "platonic.results"
+SCHEMA = EXPERIMENT_SCHEMA
 VERSION = 1
 
 def new_results(setup: dict, settings: dict) -> dict:
@@ -70,15 +71,6 @@ def _results_problem(data: dict) -> str | None:
         if not all(isinstance(v, (int, float)) for v in cell["accuracy"].values()):
             return f"cell {i} has a non-numeric accuracy"
     return None
-
-
-def is_run_directory(path) -> bool:
-    """True for a directory holding a platonic results.json (an earlier run)."""
-    file = Path(path) / "results.json"
-    try:
-        return json.loads(file.read_text(encoding="utf-8")).get("schema") == SCHEMA
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def check_run_directory(path) -> None:

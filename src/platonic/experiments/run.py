@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .._checks import as_finite_scalar
-from ..adapter import AdaptConfig
+from ..adapt_config import AdaptConfig
 from ..descriptor import utc_now
 from ..environment import cpu_record, library_versions
 from ..errors import InvalidInputError
@@ -61,6 +61,8 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
         return _run_standalone(PROTOCOLS[names[0]], setup, out_dir, options.get(names[0], {}), progress, plots, log)
     check_experiments(names, related_group=setup.related_group, held_out=setup.held_out, baselines=setup.baselines)
     alpha = None if alpha is None else as_finite_scalar("alpha", alpha)
+    if alpha == 0:
+        raise InvalidInputError("alpha 0 is no edit: every cell would be the zero-shot model; give a strength, e.g. 0.5")
     protocols = [PROTOCOLS[name] for name in names]
     if alpha is not None and all(p.alpha is None for p in protocols):
         raise InvalidInputError(f"alpha does not apply to {', '.join(names)} (the sweep has its own strengths)")
@@ -85,7 +87,7 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
         name, (strength, ridge) = protocol.name, chosen[protocol.name]
         store = stores[ridge]
         strength_arg = {} if strength is None else {"alpha": strength}
-        extra = dict(options.get(name, {}))
+        extra = taken_options(protocol.runner, options.get(name, {}))
         report: dict = {"timings": {}, "diagnostics": {}}
         if protocol.reports:
             extra.update(report=report, log=log)
@@ -97,7 +99,8 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
         results["timings"][f"{name}{', fast path' if protocol.fast_path else ''} ({len(cells)} records)"] = time.perf_counter() - start
         if protocol.slow_part is not None and trained_baselines:
             start = time.perf_counter()
-            slow = protocol.slow_part(setup, store, progress=progress)
+            slow = protocol.slow_part(setup, store, progress=progress,
+                                      **taken_options(protocol.slow_part, options.get(name, {})))
             results["timings"][f"{name}, trained baselines ({len(slow)} records)"] = time.perf_counter() - start
             cells += slow
         if adapter_cells and protocol.adapter_part is not None:
@@ -129,10 +132,21 @@ def _run_standalone(protocol, setup, out_dir, options: dict, progress: bool, plo
     return results
 
 
+def taken_options(function, options: dict) -> dict:
+    """The protocol options that `function` (a runner or a slow part) takes, by its signature: an option such
+    as negation's `baselines` goes to both, `ascent_steps` to the slow part alone."""
+    parameters = inspect.signature(function).parameters
+    return {k: v for k, v in options.items() if k in parameters}
+
+
+BASELINE_OPTIONS = ("baselines", "ascent_steps")  # recorded when given; by default every baseline runs, as before
+
+
 def _option_defaults(protocol) -> dict:
     """The runner's own defaults of the options a protocol takes (so results.json records what ran)."""
     parameters = inspect.signature(protocol.runner).parameters
-    return {k: parameters[k].default for k in protocol.options if parameters[k].default is not inspect.Parameter.empty}
+    return {k: parameters[k].default for k in protocol.options if k in parameters and k not in BASELINE_OPTIONS
+            and parameters[k].default is not inspect.Parameter.empty}
 
 
 def write_run(directory, results: dict, plots: bool = True) -> Path:

@@ -73,7 +73,15 @@ def read_state_dict(path) -> dict[str, torch.Tensor]:
     return state
 
 
+ZIP_MAGIC, PICKLE_PROTOCOL = b"PK\x03\x04", 0x80  # torch.save's zip archive; a pickle (protocol >= 2) opens with 0x80
+
+
 def _torch_load_weights_only(path: Path):
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not (head.startswith(ZIP_MAGIC) or head[:1] == bytes([PICKLE_PROTOCOL])):
+        raise ArtifactError(f"{path} is not a torch checkpoint: it is neither torch.save's zip archive nor a pickle "
+                            f"(it starts with {head!r}); the file may be damaged or of another format")
     try:
         return torch.load(str(path), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import platform
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -24,25 +25,16 @@ import torch
 
 from .._version import __version__
 from ..errors import ArtifactError, InvalidInputError
+from ..layouts import FINETUNE_KIND, FINETUNE_RECORD, is_finetune_directory
 from ..models import DualEncoder
 from ..models.audio import CANONICAL_RATE
+from ..models.card import README, finetune_card
 from ..storage import atomic_directory, write_tensors
+from .config import MODES, FinetuneConfig
 from .sources import STATE_DICT_FILE, load_finetuned
-from .training import FinetuneConfig
 
-RECORD_FILE = "finetune.json"
-RECORD_KIND = "finetune"
+RECORD_FILE, RECORD_KIND = FINETUNE_RECORD, FINETUNE_KIND
 RECORD_VERSION = 1
-MODES = ("lora", "full", "attention")
-
-
-def is_finetune_directory(path) -> bool:
-    """True for a directory written by `write_finetune` (its finetune.json says kind "finetune")."""
-    record = Path(path) / RECORD_FILE
-    try:
-        return json.loads(record.read_text()).get("kind") == RECORD_KIND
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def read_record(path) -> dict:
@@ -153,6 +145,7 @@ def write_finetune(directory, pre: DualEncoder, ft: DualEncoder, config: Finetun
             peft_model = lora_adapter(pre, ft, config)
             peft_model.save_pretrained(str(tmp), safe_serialization=True)
             record["weights"] = "peft adapter (adapter_config.json, adapter_model.safetensors)"
+            (tmp / README).write_text(finetune_card(record))  # peft's own README is an empty template
             record["adapter_max_abs_error"] = _max_difference(load_finetuned(pre, tmp), ft)
         else:
             state = changed_state(pre, ft)
@@ -195,8 +188,30 @@ def _max_difference(a: DualEncoder, b: DualEncoder) -> float:
                default=0.0)
 
 
+def train_split(task, config: FinetuneConfig | None = None):
+    """The train split of `task` (a `platonic.data.resolve.TaskData`) that `finetune_on_task` trains on, read
+    without decoding and checked before any model loads: a task of one class is refused (against one
+    prompt the loss is 0 from the first step: nothing is learnt), a class without train images is warned
+    about (the fine-tune never sees it), and `config`'s length is checked against the split's size."""
+    train = task.split("train")
+    if train is None:
+        raise InvalidInputError(f"task {task.name!r} has no train split to fine-tune on ({task.source.text})")
+    names = task.class_names(train)
+    if len(names) < 2:
+        raise InvalidInputError(f"task {task.name!r} ({task.source.text}) has {len(names)} class: a fine-tune against one "
+                                "prompt has nothing to learn (its loss is 0 from the first step); give two or more classes")
+    counts = torch.bincount(train.labels, minlength=len(names)).tolist()
+    unseen = [name for name, n in zip(names, counts) if n == 0]
+    if unseen:
+        warnings.warn(f"task {task.name!r}: class(es) {', '.join(unseen)} have no train images in {task.source.text}; "
+                      "the fine-tune never sees them", stacklevel=2)
+    if config is not None:
+        config.total_steps(len(train))
+    return train
+
+
 def finetune_on_task(model: DualEncoder, task, config: FinetuneConfig, directory, overwrite: bool = False,
-                     progress: bool = True) -> tuple[DualEncoder, dict]:
+                     progress: bool = True, train=None) -> tuple[DualEncoder, dict]:
     """Fine-tune `model` on the train split of `task` (a `platonic.data.resolve.TaskData`) and write it.
 
     The train split is read lazily: each step decodes its own batch (memory independent of the split's
@@ -204,13 +219,11 @@ def finetune_on_task(model: DualEncoder, task, config: FinetuneConfig, directory
     (b, T) float32 at 16 kHz with T from `model.canonical_seconds` (None: the split's longest clip, capped
     at 10 s; `platonic.data.audio`). Mode lora: buffers the train-mode run moved (BatchNorm statistics)
     are restored (`restore_buffers`), so the adapter is the whole fine-tune. Returns (the fine-tuned
-    model, the finetune.json record).
+    model, the finetune.json record). `train`: the split `train_split(task, config)` gave, if read already.
     """
     from .training import finetune
 
-    train = task.split("train")
-    if train is None:
-        raise InvalidInputError(f"task {task.name!r} has no train split to fine-tune on ({task.source.text})")
+    train = train if train is not None else train_split(task, config)
     train.require(model.modality, model.spec)
     prompts = task.prompts(train)
     inputs = train.lazy(model.canonical_size, model.canonical_seconds)

@@ -32,14 +32,14 @@ Pinning: a hub source is pinned when it names a full 40-hex commit (hf:ORG/NAME@
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 
 import torch
 
-from ..errors import ArtifactError, InvalidInputError, UnpinnedRevisionError
+from ..errors import ArtifactError, InvalidInputError
 from ..models import DualEncoder, has_backend_prefix, load_model
 from .checkpoints import TORCH_SUFFIXES, is_weights_file, read_state_dict
+from .naming import ACCEPTED, require_exists, require_pinned, split_revision  # noqa: F401 - re-exported
 
 STATE_DICT_FILE = "model.safetensors"  # the state dict in a directory `platonic finetune` writes
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -47,64 +47,6 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 VISION_ONLY_CLASSES = ("CLIPVisionModel", "CLIPVisionModelWithProjection", "SiglipVisionModel", "Siglip2VisionModel")
 VISION_ONLY_TYPES = {"clip_vision_model": "CLIPVisionModel", "siglip_vision_model": "SiglipVisionModel",
                      "siglip2_vision_model": "Siglip2VisionModel"}
-COMMIT = re.compile(r"[0-9a-f]{40}")
-ACCEPTED = ("a model spec, a state dict (.safetensors, or open_clip's .bin / .pt / .pth), a peft LoRA adapter "
-            "directory (adapter_config.json), a transformers vision-only save_pretrained directory, or hf:ORG/NAME[@REV]")
-
-
-# -- what a source is --------------------------------------------------------------------------------
-
-def split_revision(name: str) -> tuple[str, str | None]:
-    """"ORG/NAME@REV" -> ("ORG/NAME", "REV"); "ORG/NAME" -> ("ORG/NAME", None). An empty REV is an error."""
-    base, at, revision = name.partition("@")
-    if at and not revision:
-        raise InvalidInputError(f"{name}: give a revision after '@' (a commit, tag or branch), or drop the '@'")
-    return base, (revision or None)
-
-
-def hub_name(source) -> str | None:
-    """The hub repository a source reads ("hf:ORG/NAME@REV" -> "ORG/NAME@REV"), None for local ones.
-
-    hf: names that are not local directories, open_clip:hf-hub:NAME and open_clip:ARCH/TAG (open_clip's
-    pretrained tags download from the hub) count as hub sources.
-    """
-    if not isinstance(source, str):
-        return None
-    prefix, _, rest = source.partition(":")
-    if prefix == "hf" and rest and not Path(rest).exists():
-        return rest
-    if prefix == "open_clip" and (rest.startswith("hf-hub:") or ("/" in rest and "@" not in rest)):
-        return rest
-    return None
-
-
-def require_pinned(source, what: str = "the fine-tune", flag: str = "--require-pinned") -> None:
-    """Refuse a hub source that names no commit (UnpinnedRevisionError); local sources pass.
-
-    what: how the message names the source; flag: the setting that asked for pinning (named in the fix).
-    """
-    name = hub_name(source)
-    if name is None:
-        return
-    if str(source).startswith("open_clip:"):
-        raise UnpinnedRevisionError(
-            f"{what} {source} is an open_clip hub download, which cannot be pinned to a commit; download the "
-            "checkpoint at a commit (huggingface_hub.hf_hub_download(REPO, FILE, revision=COMMIT)) and give the file, "
-            f"or drop {flag}")
-    repo, revision = split_revision(name)
-    if revision is None or not COMMIT.fullmatch(revision):
-        now = f"@{revision} is a branch or tag, not a commit" if revision else "it names no revision"
-        raise UnpinnedRevisionError(
-            f"{what} {source} is not pinned ({now}); write hf:{repo}@COMMIT with the 40-hex commit id "
-            f"(huggingface_hub.HfApi().model_info('{repo}').sha gives the current one), or drop {flag}")
-
-
-def require_exists(finetuned) -> None:
-    """Raise when `finetuned` names a file or folder that does not exist (model specs and models pass)."""
-    if isinstance(finetuned, DualEncoder) or has_backend_prefix(finetuned) or Path(str(finetuned)).exists():
-        return
-    raise InvalidInputError(f"the fine-tune {str(finetuned)!r} does not exist (no such file or directory); give {ACCEPTED}")
-
 
 def load_finetuned(pre: DualEncoder, finetuned, require_pinned_revision: bool = False) -> DualEncoder:
     """The fine-tuned model of `pre` that `finetuned` names (module docstring), with `source_description`.
@@ -289,6 +231,7 @@ def with_lora_adapter(pre: DualEncoder, path: Path) -> DualEncoder:
             weights = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as exc:  # noqa: BLE001
         raise ArtifactError(f"{path / ADAPTER_WEIGHTS} cannot be read ({type(exc).__name__}: {exc}); it may be truncated") from None
+    mismatch = None
     for attach in ("tower", "module"):
         ft = pre.copy_for_new_weights()
         root = getattr(ft, attach)
@@ -298,12 +241,24 @@ def with_lora_adapter(pre: DualEncoder, path: Path) -> DualEncoder:
             continue  # target modules not found under this root
         try:
             result = set_peft_model_state_dict(peft_model, weights)
-        except RuntimeError:
-            continue  # shapes of another architecture
+        except RuntimeError as exc:
+            mismatch = mismatch or _first_size_mismatch(exc)  # the modules matched, the shapes did not
+            continue
         if not result.unexpected_keys:
             peft_model.merge_and_unload()  # merges into `root` in place
             rank, kind = getattr(config, "r", "?"), getattr(config.peft_type, "value", config.peft_type)
             ft.source_description = (f"{path} (peft {kind} adapter, rank {rank}, {len(weights)} tensors, "
                                      f"merged into the {'image tower' if attach == 'tower' else 'model'})")
             return ft
+    if mismatch is not None:
+        raise InvalidInputError(f"{path}: the LoRA adapter's weights do not have the shapes its adapter_config.json "
+                                f"(r = {getattr(config, 'r', '?')}) gives on {pre.spec} ({mismatch}); check r and "
+                                "target_modules in adapter_config.json against the weights, or save the adapter again")
     raise InvalidInputError(f"{path}: the LoRA adapter's weights match neither the tower nor the whole of {pre.spec}")
+
+
+def _first_size_mismatch(exc: Exception) -> str:
+    """The first "size mismatch for NAME: ..." line of torch's load_state_dict error (or its first line)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    found = next((line for line in lines if line.startswith("size mismatch")), lines[0] if lines else type(exc).__name__)
+    return found[:200]

@@ -24,86 +24,18 @@ An appended identity edit site (`AppendedLinearSite`) is not part of the model a
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Literal
+from typing import Callable, Iterable
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..edit import appended_identity_parameters
 from ..errors import InvalidInputError
 from ..models import DualEncoder
 from ..progress import track
 from .attention import attention_lora_modules, attention_weight_names
+from .config import DEFAULT_STEPS, GRADIENT_ASCENT, FinetuneConfig  # noqa: F401 - re-exported
 from .linearize import LinearizedEncoder, linearisable_names, tangent_forward
 from .lora import attach_lora, lora_layer_names_without_grad, lora_weight_deltas
-
-DEFAULT_STEPS = 200
-
-
-class FinetuneConfig(BaseModel):
-    """Settings of one fine-tune (defaults: the task_vectors recipe, scaled down)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    mode: Literal["full", "attention", "lora", "linear"] = "full"
-    steps: int | None = Field(None, ge=1)  # optimiser steps; None: DEFAULT_STEPS, or the length `epochs` gives
-    epochs: float | None = Field(None, gt=0)  # instead of steps: ceil(epochs * n / batch_size) for n train items
-    batch_size: int = Field(64, ge=1)
-    lr: float = Field(1e-4, gt=0)
-    schedule: Literal["cosine", "constant"] = "cosine"  # after the warm-up: cosine decay to 0, or constant lr
-    weight_decay: float = Field(0.1, ge=0)
-    warmup_steps: int = Field(0, ge=0)
-    warmup_fraction: float = Field(0.0, ge=0, lt=1)  # warm-up as a fraction of the steps (at least one step)
-    grad_clip: float | None = 1.0
-    logit_scale: float | None = Field(100.0, gt=0)  # None: the model's own learned scale
-    lora_rank: int = Field(4, ge=1)
-    lora_alpha: float = Field(8.0, gt=0)
-    lora_targets: Literal["model", "attention"] = "model"  # "attention": LoRA-ATT on q, k, v and out
-    orthoreg: float = Field(0.0, ge=0)
-    replay: float = Field(0.0, ge=0)  # rho, weight of the replay term (needs `replay_inputs`)
-    replay_batch_size: int = Field(32, ge=1)
-    ascent: bool = False
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _one_length_one_warmup(self) -> "FinetuneConfig":
-        if self.warmup_steps and self.warmup_fraction:
-            raise InvalidInputError("give warmup_steps or warmup_fraction, not both")
-        if self.epochs is not None and self.steps is not None:
-            raise InvalidInputError("give steps or epochs, not both")
-        return self
-
-    def total_steps(self, n: int | None = None) -> int:
-        """Optimiser steps on a train split of n items: `steps` (default DEFAULT_STEPS), or
-        ceil(epochs * n / batch_size)."""
-        if self.epochs is None:
-            return DEFAULT_STEPS if self.steps is None else self.steps
-        if n is None:
-            raise InvalidInputError("a fine-tune of `epochs` needs the size of its train split to know its length")
-        return max(1, math.ceil(self.epochs * n / self.batch_size))
-
-    def warmup(self, steps: int | None = None) -> int:
-        """Warm-up length of a run of `steps` (default `total_steps()`): `warmup_steps`, or
-        max(1, int(steps * warmup_fraction))."""
-        if self.warmup_fraction:
-            return max(1, int((self.total_steps() if steps is None else steps) * self.warmup_fraction))
-        return self.warmup_steps
-
-    def lr_factor(self, step: int, steps: int) -> float:
-        """The lr multiplier of `step` (0-based) in a run of `steps`: linear warm-up (step + 1) / w over the
-        first w = warmup(steps) steps, then 0.5 (1 + cos(pi (step - w) / max(1, steps - w))) ("cosine") or 1."""
-        warmup = self.warmup(steps)
-        if step < warmup:
-            return (step + 1) / warmup
-        if self.schedule == "constant":
-            return 1.0
-        progress = (step - warmup) / max(1, steps - warmup)
-        return 0.5 * (1 + math.cos(math.pi * progress))
-
-
-# The gradient-ascent negation baseline (method.md §1.7): a short labelled run, loss negated, one
-# fixed budget for every experiment setup (the embedded world and YAML setups alike).
-GRADIENT_ASCENT = FinetuneConfig(mode="full", steps=20, batch_size=64, lr=5e-4, weight_decay=0.0, ascent=True, seed=0)
 
 
 def orthoreg_penalty(deltas: Iterable[torch.Tensor]) -> torch.Tensor:
@@ -160,6 +92,15 @@ def _replay_targets(model: DualEncoder, config: FinetuneConfig, replay_inputs) -
                                 "the fine-tune should leave where they were")
     z = model.encode_probes(replay_inputs).z.to(model.device, torch.float32)
     return torch.nn.functional.normalize(z, dim=1)
+
+
+def require_finite_loss(loss: torch.Tensor, step: int, steps: int, config: FinetuneConfig) -> None:
+    """Stop at the first non-finite loss (step is 0-based): a run that diverged (--lr 1e30) would otherwise
+    go on and write weights that are all NaN."""
+    if not torch.isfinite(loss.detach()).all():
+        raise InvalidInputError(f"fine-tuning diverged: the loss is {float(loss.detach()):g} at step {step + 1} of "
+                                f"{steps} (lr {config.lr:g}); nothing was written. Lower the learning rate (--lr), e.g. "
+                                f"to {min(config.lr / 10, 1e-4):g}")
 
 
 def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, prompts, config: FinetuneConfig | None = None,
@@ -246,6 +187,7 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
         if config.orthoreg:
             deltas = lora_weight_deltas(ft.tower) if peft_model is not None else [p - p0 for p, p0 in zip(params, initial)]
             loss = loss + config.orthoreg * orthoreg_penalty(deltas)
+        require_finite_loss(loss, len(losses), steps, config)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if peft_model is not None and not losses:
@@ -259,6 +201,9 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
         scheduler.step()
         losses.append(float(loss.detach()))
     ft.tower.eval()
+    if not all(torch.isfinite(p).all() for p in params):
+        raise InvalidInputError(f"fine-tuning's last step (of {steps}) made weights non-finite (NaN or inf) at lr "
+                                f"{config.lr:g}; nothing is kept: lower the learning rate (--lr)")
     if peft_model is not None:
         peft_model.merge_and_unload()
     for p in ft.module.parameters():

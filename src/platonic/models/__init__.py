@@ -26,13 +26,16 @@ import functools
 import importlib
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .._checks import as_device
 from ..errors import InvalidInputError
-from .base import DualEncoder, ProbeEmbeddings
+from ..lazy import lazy_exports
 
-Loader = Callable[..., DualEncoder]
+if TYPE_CHECKING:
+    from .base import DualEncoder
+
+Loader = Callable[..., "DualEncoder"]
 Checker = Callable[[str], None]
 
 # the backends that live in this package: prefix -> module that registers it on import (imported
@@ -90,12 +93,19 @@ def _loader(prefix: str) -> Loader:
     return _LOADERS[prefix]
 
 
-def load_model(spec, device="cpu", dtype=None, **options) -> DualEncoder:
+# `DualEncoder` and `ProbeEmbeddings` (models.base, which imports torch) are imported on first access, so
+# that the spec checks below run before a command loads anything heavy
+__getattr__, __dir__ = lazy_exports(__name__, {"DualEncoder": "base", "ProbeEmbeddings": "base"})
+
+
+def load_model(spec, device="cpu", dtype=None, **options) -> "DualEncoder":
     """Load a dual encoder from a spec string (see the module docstring); a DualEncoder passes through.
 
     `options` go to the backend, e.g. edit_site="append" (append a d x d linear to a tower that has
     no final linear map) or tokenizer=... (a tokenizer to use instead of the model's own).
     """
+    from .base import DualEncoder
+
     if isinstance(spec, DualEncoder):
         return spec
     device = as_device(device)
@@ -125,7 +135,13 @@ def check_spec(spec) -> None:
     this before its other checks and its work): its form, an open_clip architecture, tag or weights
     file. Hub names and world models are checked when they load."""
     prefix, rest = _split_spec(spec)
-    if prefix is not None:
+    if prefix == "open_clip":  # checked without importing the backend (torch, open_clip)
+        from .open_clip_specs import check_spec as check_open_clip
+
+        check_open_clip(rest)
+    elif prefix in _BUILTIN_BACKENDS:
+        return  # a hub name: checked when it loads
+    elif prefix is not None:
         _ensure_registered(prefix)
         if prefix in _CHECKERS:
             _CHECKERS[prefix](rest)

@@ -187,11 +187,26 @@ class DualEncoder(ABC):
         self._fingerprint = None
 
     def copy_for_new_weights(self) -> "DualEncoder":
-        """A deep copy that is about to get other weights (a fine-tune): both fingerprints are reset."""
+        """A deep copy that is about to get other weights (a fine-tune): its fingerprints are reset."""
         other = copy.deepcopy(self)
         other._fingerprint = None
         other._base_fingerprint = None
+        other.export_base = None
         return other
+
+    def adopt_export_record(self, record: dict | None) -> None:
+        """Keep what the provenance of a platonic export says of the model it was edited from: the base's
+        fingerprint (`export_base`; banks solved on that base apply to the export again, `transfer.target_match`)
+        and the edits it holds (so that a further export lists them all). Loaders call it on an export."""
+        if record and isinstance(record.get("base_fingerprint"), str):
+            self.export_base = record["base_fingerprint"]
+            self.edits = list(record.get("edits") or [])
+
+    @property
+    def origin_fingerprint(self) -> str:
+        """The fingerprint of the model every edit started from: an export's base (`export_base`), else the
+        weights before the first platonic edit in this session (`base_fingerprint`). An export records it."""
+        return getattr(self, "export_base", None) or self.base_fingerprint
 
     @property
     def base_fingerprint(self) -> str:

@@ -81,6 +81,27 @@ def model_card(spec: str, record: dict, library: str) -> str:
     return ModelCard(f"---\n{data.to_yaml()}\n---\n" + "\n".join(lines)).content
 
 
+def finetune_card(record: dict) -> str:
+    """The README.md of a `platonic finetune` LoRA directory (peft's save_pretrained writes an empty template):
+    the base model, the task and data, the settings and the loss, and how to load it."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    spec, data, config = record.get("model", "?"), record.get("data", {}), record.get("config", {})
+    base = base_model_id(spec)
+    losses = record.get("losses") or [float("nan")]
+    card = ModelCardData(library_name="peft", base_model=base, tags=["platonic", "lora", "fine-tune"])
+    lines = [f"# LoRA fine-tune of `{spec}` on `{data.get('task', '?')}`", "",
+             f"Made by `platonic finetune` (platonic {record.get('platonic_version', '?')}): mode {record.get('mode')}, "
+             f"rank {config.get('lora_rank')}, alpha {config.get('lora_alpha')}, {len(record.get('losses', []))} steps "
+             f"at lr {config.get('lr')}; loss {losses[0]:.4g} -> {losses[-1]:.4g}.", "",
+             f"Data: `{data.get('source', '?')}`, split `{data.get('split', '?')}`, {data.get('images', data.get('clips', '?'))} "
+             f"items (data sha256 `{data.get('data_digest', '-')}`).", "",
+             "Load it with peft alone on the base model's image (or audio) tower: "
+             "`PeftModel.from_pretrained(tower, PATH)`; or measure it with `platonic measure --finetuned PATH`. "
+             "Every setting is in `finetune.json`."]
+    return ModelCard(f"---\n{card.to_yaml()}\n---\n" + "\n".join(lines) + "\n").content
+
+
 def _loading(library: str) -> str:
     if library == "open_clip":
         return ("Load it with open_clip alone: `open_clip.create_model_and_transforms('local-dir:PATH')` "

@@ -20,6 +20,7 @@ import torch
 
 from ..edit import AppendedLinearSite, EditSite
 from ..errors import InvalidInputError
+from ..layouts import PROVENANCE_FILE, is_transformers_export, read_json
 from . import register_backend
 from .base import DualEncoder
 from .constants import HALF, OPENAI_MEAN, OPENAI_STD
@@ -94,7 +95,11 @@ class HFEncoder(DualEncoder):
         return self._site
 
     def architecture_id(self) -> str:
-        return f"transformers/{type(self.model).__name__}/{self.model.config.to_json_string(use_diff=False)}"
+        """The class and its whole config, without what names where it was loaded from (`_name_or_path`: a
+        bank solved on models/clip must apply to ./models/clip, its absolute path or a copy) or which
+        library version wrote it (keys starting with "_", `transformers_version`)."""
+        config = path_free(self.model.config.to_dict())
+        return f"transformers/{type(self.model).__name__}/{json.dumps(config, sort_keys=True, default=str)}"
 
     # -- probes -------------------------------------------------------------------------------------
     @property
@@ -276,9 +281,6 @@ class HFEncoder(DualEncoder):
                                                image_mean=mean, image_std=std)
 
 
-PROVENANCE_FILE = "platonic_provenance.json"
-
-
 @contextmanager
 def library_progress():
     """transformers' own progress bars (loading, writing shards) follow platonic's: off under PLATONIC_QUIET."""
@@ -296,15 +298,15 @@ def library_progress():
             hf_logging.enable_progress_bar()
 
 
-def is_transformers_export(path) -> bool:
-    """True for a directory written by `HFEncoder.save` (config.json and platonic_provenance.json)."""
-    path = Path(path)
-    if not ((path / "config.json").is_file() and (path / PROVENANCE_FILE).is_file()):
-        return False
-    try:
-        return "spec" in json.loads((path / PROVENANCE_FILE).read_text())
-    except (OSError, ValueError, TypeError):
-        return False
+def path_free(config):
+    """A transformers config dict (and its sub-configs) without `_name_or_path`, `transformers_version` and the
+    other "_" keys: what the architecture is, not where or by which version it was saved."""
+    if isinstance(config, dict):
+        return {k: path_free(v) for k, v in config.items()
+                if not (isinstance(k, str) and (k.startswith("_") or k == "transformers_version"))}
+    if isinstance(config, (list, tuple)):
+        return [path_free(v) for v in config]
+    return config
 
 
 def check_token_ids(spec: str, tokenizer, texts: list[str], input_ids, attention_mask=None) -> None:
@@ -353,6 +355,8 @@ def load_hf(rest: str, device="cpu", dtype=None, tokenizer=None, processor=None,
             processor = None  # mean/std fall back to the family's defaults
     encoder = HFEncoder(model.to(device), spec, tokenizer=tokenizer, processor=processor, edit_site=edit_site)
     encoder.revision = revision
+    if Path(rest).is_dir():
+        encoder.adopt_export_record(read_json(Path(rest) / PROVENANCE_FILE))
     return encoder
 
 

@@ -25,18 +25,32 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".ti
 HIGH_DEPTH_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
 
 
+def check_finite_pixels(img) -> None:
+    """Refuse a float image with NaN or infinite pixels (no 8-bit image can show them: a NaN pixel used to turn
+    a float TIFF almost black, silently)."""
+    if img.mode != "F":
+        return
+    import numpy as np
+
+    bad = int((~np.isfinite(np.asarray(img, dtype=np.float64))).sum())
+    if bad:
+        raise InvalidInputError(f"it has {bad} non-finite pixel(s) (NaN or inf) in its float data; fix or drop the file")
+
+
 def to_8bit(img):
     """A PIL image with 8-bit channels: 16-bit (and 32-bit integer / float) greyscale is *scaled* to 0..255.
 
     PIL's own convert("RGB") clips such images at 255 (almost all white). "I;16*" modes span 0..65535;
     "I" and "F" are read as 16-bit when their values exceed 255 (PNG and TIFF open 16-bit grey that way),
-    as 8-bit otherwise; float images within [0, 1] are read as fractions.
+    as 8-bit otherwise; float images within [0, 1] are read as fractions. Non-finite pixels are refused
+    (`check_finite_pixels`).
     """
     from PIL import Image
     import numpy as np
 
     if img.mode not in HIGH_DEPTH_MODES:
         return img
+    check_finite_pixels(img)
     a = np.asarray(img, dtype=np.float64)
     top = float(a.max()) if a.size else 0.0
     if img.mode.startswith("I;16") or top > 255:

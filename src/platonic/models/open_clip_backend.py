@@ -12,7 +12,6 @@ Weights come from open_clip's own loaders and cache. Exports, both loaded by ope
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import warnings
@@ -24,11 +23,20 @@ from safetensors.torch import save_file
 
 from ..edit import AppendedLinearSite, EditSite
 from ..errors import ArtifactError, InvalidInputError
+from ..layouts import (
+    OPEN_CLIP_CONFIG,
+    OPEN_CLIP_WEIGHTS,
+    PROVENANCE_FILE,
+    is_open_clip_export,
+    is_open_clip_export_directory,
+    read_json,
+)
 from ..storage import atomic_write, platonic_record, refuse_existing
 from . import register_backend
 from .base import DualEncoder, conv_layer_names
 from .constants import OPENAI_MEAN, OPENAI_STD
 from .images import to_model_input
+from .open_clip_specs import check_spec, parse_spec
 from .sites import OPEN_CLIP_RULES, SiteRule, discover_site
 
 
@@ -106,7 +114,17 @@ class OpenClipEncoder(DualEncoder):
         return self.model.encode_text(tokens, normalize=False).float().cpu()
 
     def architecture_id(self) -> str:
-        return f"open_clip/{self.arch}/{type(self.model).__name__}/{type(self.model.visual).__name__}"
+        """The model's classes and open_clip's model config: a `local-dir:DIR` names its architecture by its
+        config, never by its path (a bank solved on one spelling of the directory, or on a copy, applies to
+        every other). Built-in and hub architectures keep their name (their config is the name's)."""
+        classes = f"{type(self.model).__name__}/{type(self.model.visual).__name__}"
+        if not self.arch.startswith("local-dir:"):
+            return f"open_clip/{self.arch}/{classes}"
+        try:
+            config = json.dumps(self.model_config(), sort_keys=True, default=str)
+        except (OSError, ValueError, InvalidInputError):
+            config = "unknown"
+        return f"open_clip/local-dir/{classes}/{config}"
 
     def save(self, path, provenance: dict | None = None, overwrite: bool = False) -> Path:
         """Write the model for open_clip: PATH.safetensors (a state dict loadable by
@@ -195,16 +213,13 @@ class OpenClipEncoder(DualEncoder):
             (tmp / OPEN_CLIP_CONFIG).write_text(json.dumps(config, indent=2))
             if hasattr(self.tokenizer, "save_pretrained") and config["model_cfg"].get("text_cfg", {}).get("hf_tokenizer_name"):
                 self.tokenizer.save_pretrained(str(tmp))  # open_clip reads a local-dir's HF tokenizer from the directory
-            (tmp / EXPORT_PROVENANCE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+            (tmp / PROVENANCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
             (tmp / README).write_text(model_card(self.spec, record, "open_clip"))
 
         return atomic_directory(path, write, replaceable=is_open_clip_export_directory, overwrite=overwrite,
-                                what=f"platonic open_clip export (a directory with {EXPORT_PROVENANCE})")
+                                what=f"platonic open_clip export (a directory with {PROVENANCE_FILE})")
 
 
-OPEN_CLIP_CONFIG = "open_clip_config.json"  # open_clip.constants.HF_CONFIG_NAME
-OPEN_CLIP_WEIGHTS = "open_clip_model.safetensors"  # open_clip.constants.HF_SAFE_WEIGHTS_NAME
-EXPORT_PROVENANCE = "platonic_provenance.json"
 
 
 def _json_ready(value):
@@ -215,81 +230,9 @@ def _json_ready(value):
     return value
 
 
-def is_open_clip_export_directory(path) -> bool:
-    """True for a directory written by `OpenClipEncoder.save_directory`."""
-    path = Path(path)
-    if not ((path / OPEN_CLIP_CONFIG).is_file() and (path / EXPORT_PROVENANCE).is_file()):
-        return False
-    try:
-        return "arch" in json.loads((path / EXPORT_PROVENANCE).read_text())
-    except (OSError, ValueError, TypeError):
-        return False
-
-
-def is_open_clip_export(path) -> bool:
-    """True for a safetensors file written by `OpenClipEncoder.save` (platonic metadata naming the architecture)."""
-    record = platonic_record(path) if Path(path).is_file() else None
-    return bool(record) and "arch" in record and record.get("format") != "platonic"
-
-
-def _check_arch(arch: str) -> None:
-    import open_clip
-
-    known = open_clip.list_models()
-    if arch not in known:
-        close = difflib.get_close_matches(arch, known, n=5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see open_clip.list_models()"
-        raise InvalidInputError(f"open_clip has no architecture {arch!r}{hint}")
-
-
-RANDOM_SEED = 0  # `open_clip:ARCH` is this seed's random draw, so the same spec is the same model
-
-
-def parse_spec(rest: str) -> tuple[str, str | None, int | None]:
-    """`ARCH/TAG`, `ARCH@FILE`, `ARCH@seed=N` or `ARCH` -> (arch, tag or file, seed of random weights).
-
-    Seeds are for random weights only: `ARCH` is seed 0. A weights file literally named `seed=N` is
-    written with a directory, e.g. `ARCH@./seed=3`.
-    """
-    if "@" in rest:
-        arch, after = rest.split("@", 1)
-        if after.startswith("seed="):
-            value = after.removeprefix("seed=")
-            if not value.isdigit():
-                raise InvalidInputError(f"open_clip:{rest}: the seed in @seed=N must be a non-negative integer; got {value!r}")
-            return arch, None, int(value)
-        return arch, after, None
-    if "/" in rest:
-        arch, tag = rest.split("/", 1)
-        return arch, tag, None
-    return rest, None, RANDOM_SEED
-
-
 def _short(exc: Exception, limit: int = 200) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"
-
-
-def check_spec(rest: str) -> None:
-    """Check `open_clip:<rest>` without building anything: the architecture, the tag or seed, the file."""
-    if rest.startswith("hf-hub:"):
-        return
-    if rest.startswith("local-dir:"):
-        folder = Path(rest.removeprefix("local-dir:"))
-        if not (folder / OPEN_CLIP_CONFIG).is_file():
-            raise InvalidInputError(f"open_clip:{rest}: {folder} is not an open_clip model directory (no {OPEN_CLIP_CONFIG}); "
-                                    "give a directory platonic or open_clip's save_for_hf wrote")
-        return
-    arch, pretrained, seed = parse_spec(rest)
-    if "@" in rest and seed is None and not Path(pretrained).is_file():
-        raise InvalidInputError(f"open_clip:{rest}: weights file {pretrained} does not exist")
-    _check_arch(arch)
-    if pretrained is not None and "@" not in rest:
-        import open_clip
-
-        tags = open_clip.list_pretrained_tags_by_model(arch)
-        if pretrained not in tags:
-            raise InvalidInputError(f"open_clip has no pretrained tag {pretrained!r} for {arch}; known tags: {', '.join(tags) or 'none'}")
 
 
 def load_open_clip(rest: str, device="cpu", dtype=None, tokenizer=None, edit_site: str | None = None) -> OpenClipEncoder:
@@ -342,7 +285,18 @@ def load_open_clip(rest: str, device="cpu", dtype=None, tokenizer=None, edit_sit
             logging.getLogger().disabled = was
     if dtype is not None:
         model = model.to(dtype)
-    return OpenClipEncoder(model, arch, spec, tokenizer=tokenizer, edit_site=edit_site)
+    encoder = OpenClipEncoder(model, arch, spec, tokenizer=tokenizer, edit_site=edit_site)
+    encoder.adopt_export_record(export_record(rest))
+    return encoder
+
+
+def export_record(rest: str) -> dict | None:
+    """The provenance of a platonic export that `open_clip:<rest>` names (a local-dir: directory or an
+    ARCH@FILE state dict platonic wrote), else None."""
+    if rest.startswith("local-dir:"):
+        return read_json(Path(rest.removeprefix("local-dir:")) / PROVENANCE_FILE)
+    arch, pretrained, seed = parse_spec(rest) if not rest.startswith("hf-hub:") else (rest, None, None)
+    return platonic_record(pretrained) if "@" in rest and seed is None and is_open_clip_export(pretrained) else None
 
 
 register_backend("open_clip", load_open_clip, check_spec)

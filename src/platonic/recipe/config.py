@@ -35,11 +35,18 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..adapter import AdaptConfig
+from ..adapt_config import AdaptConfig
 from ..data.probes import CONTROL_PER_CLASS, CONTROL_SEED, PROBE_SEED, PROBES_PER_CLASS
 from ..errors import InvalidInputError
-from ..experiments.setups import DataSetConfig, ExperimentConfig, check_task_finetunes, read_yaml, resolve_paths
-from ..finetuning.training import FinetuneConfig
+from ..experiments.setups import (
+    DataSetConfig,
+    ExperimentConfig,
+    check_files,
+    check_task_finetunes,
+    read_yaml,
+    resolve_paths,
+)
+from ..finetuning.config import FinetuneConfig
 from ..solve_config import SolveConfig
 from ..terms import default_alpha, parse_terms
 
@@ -266,6 +273,20 @@ class Recipe(BaseModel):
             except InvalidInputError as exc:
                 raise InvalidInputError(f"{where}: models.{name}: {exc}") from None
 
+    def check_files(self) -> None:
+        """Every path the recipe names exists (data folders, weights files, listed sources, and each edit's
+        anchor pool), all missing ones named at once: `platonic run --check` and the run itself, before any
+        model loads."""
+        anchors = [f"anchor_images of edit {e.name!r} not found: {e.solve.anchor_images}" for e in self.edits
+                   if e.solve.anchor_images is not None and not e.solve.anchor_images.exists()]
+        try:
+            check_files(self.experiment_config())
+        except InvalidInputError as exc:
+            raise InvalidInputError("; ".join([str(exc), *anchors])) from None
+        if anchors:
+            raise InvalidInputError(f"{len(anchors)} path(s) of the recipe do not exist: {'; '.join(anchors)} "
+                                    "(relative paths are read from the recipe's folder)")
+
     def experiment_config(self) -> ExperimentConfig:
         """The models, data and sources as an experiment setup (for its readers and checks)."""
         data = {k: getattr(self, k) for k in COMMON}
@@ -285,10 +306,19 @@ def _explain_recipe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+SETUP_ONLY = ("related_group", "held_out", "gradient_ascent")  # an experiment setup's fields a recipe lacks
+
+
 def parse_recipe(raw, where: str = "recipe", root: Path | None = None) -> Recipe:
     """Validate a recipe mapping; with `root`, its relative paths are read from there."""
     if not isinstance(raw, dict):
         raise InvalidInputError(f"{where}: expected a mapping with models, tasks, edits (see `platonic run --help`)")
+    if "edits" not in raw and "models" in raw:
+        setup = [k for k in SETUP_ONLY if k in raw]
+        raise InvalidInputError(f"{where} names no edits, so it is not a recipe"
+                                + (f"; it is an experiment setup (it has {', '.join(setup)})" if setup else "")
+                                + f": run it with `platonic experiment NAME --setup {where}`, or add edits: "
+                                "(docs/recipes.md) to run it with `platonic run`")
     try:
         recipe = Recipe.model_validate(raw)
     except ValidationError as exc:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 
 def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.2f}"
@@ -49,3 +52,17 @@ def render_recipe_tables(results: dict) -> str:
                          f"{', '.join(f'{k} {_pct(v)}' for k, v in acc.items())} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def rerender_recipe_run(directory) -> str:
+    """`platonic report RUN`: a recipe run's tables.md written again from its results.json; returns the text."""
+    from ..errors import ArtifactError
+    from ..storage import atomic_write
+
+    file = Path(directory) / "results.json"
+    try:
+        text = render_recipe_tables(json.loads(file.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ArtifactError(f"{file} cannot be rendered ({type(exc).__name__}: {exc}); run the recipe again") from None
+    atomic_write(Path(directory) / "tables.md", lambda tmp: Path(tmp).write_text(text))
+    return text

@@ -32,9 +32,10 @@ from ..environment import device_record, library_versions
 from ..errors import InvalidInputError
 from ..experiments.engine import FeatureStore, accuracy_end_to_end, finetuned_model
 from ..experiments.engine.setup import ExperimentSetup
-from ..experiments.setups import check_files, made_source, read_data, task_finetune
+from ..experiments.setups import made_source, read_data, task_finetune
 from ..finetuning import load_finetuned
 from ..hashing import tensor_digest
+from ..layouts import RECIPE_SCHEMA, is_recipe_run
 from ..measurement import EmbeddingCache, measure
 from ..models import load_model
 from ..progress import track
@@ -43,16 +44,8 @@ from ..storage import atomic_directory
 from .config import Recipe, recipe_json
 from .report import render_recipe_tables
 
-SCHEMA = "platonic.recipe_run"
+SCHEMA = RECIPE_SCHEMA
 VERSION = 1
-
-
-def is_recipe_run(path) -> bool:
-    """True for a directory a previous `platonic run` wrote (its results.json names this schema)."""
-    try:
-        return json.loads((Path(path) / "results.json").read_text()).get("schema") == SCHEMA
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def _label(composition: dict[str, float]) -> str:
@@ -73,7 +66,7 @@ class _Run:
     def load(self) -> None:
         recipe = self.recipe
         config = recipe.experiment_config()
-        check_files(config)  # every path, before any model loads
+        recipe.check_files()  # every path, before any model loads
         self.models = {name: load_model(spec, device=self.device) for name, spec in recipe.models.items()}
         self.tasks, self.train, self.controls = read_data(self.models, recipe.tasks, recipe.controls, config, self.progress)
 
@@ -241,7 +234,7 @@ def run_recipe(recipe: Recipe, output, *, device: str = "cpu", progress: bool = 
         timings["total_s"] = round(time.perf_counter() - started, 3)
         (tmp / "recipe.json").write_text(json.dumps(resolved, indent=2, sort_keys=True))
         (tmp / "recipe.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
-        (tmp / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True))
+        (tmp / "results.json").write_text(json.dumps(results, indent=2))  # insertion order: a re-render equals tables.md
         (tmp / "tables.md").write_text(render_recipe_tables(results))
 
     atomic_directory(output, write, replaceable=is_recipe_run, overwrite=overwrite, what="platonic run directory")

@@ -19,6 +19,7 @@ import torch
 
 from ...bank import Operator
 from ...descriptor import digest_probes
+from ...edit import check_fold
 from ...errors import InvalidInputError
 from ...measurement import EmbeddingCache, design_rows, target_grid
 from ...metrics import top1
@@ -60,6 +61,7 @@ class FeatureStore:
         self._solvers: dict[tuple[str, str], RidgeSolver] = {}
         self._operators: dict[tuple[str, OperatorKey], Operator] = {}
         self._deltas: dict[tuple[str, str, OperatorKey], torch.Tensor] = {}
+        self._checked: set[tuple] = set()  # (target, terms, alpha) that `check_strength` let through
 
     def pool(self, task: str) -> tuple[torch.Tensor, str] | None:
         """(pool inputs, digest) of the anchored solve for operators of `task`; None for the paper's solve."""
@@ -148,10 +150,24 @@ class FeatureStore:
         self._deltas = {k: v for k, v in self._deltas.items() if k[0] != target}
 
     # -- evaluation -----------------------------------------------------------------------------
+    def check_strength(self, target: str, terms: Sequence[tuple[OperatorKey, float]], alpha: float) -> None:
+        """Refuse a composition and strength that `platonic.fold` would refuse on the real model (`edit.check_fold`:
+        the weights are folded and restored), once per (target, terms, alpha)."""
+        key = (target, tuple(terms), float(alpha))
+        if key in self._checked:
+            return
+        total = None
+        for op_key, c in terms:
+            op = c * self._operators[(target, op_key)]
+            total = op if total is None else total + op
+        check_fold(self.setup.models[target].edit_site, total, alpha)
+        self._checked.add(key)
+
     def accuracy(self, target: str, eval_set: EvalSet, terms: Sequence[tuple[OperatorKey, float]] = (), alpha: float = 0.0) -> float:
         """Top-1 accuracy of `target` with sum_l c_l O_l folded at `alpha`, from cached features."""
         z = self.features(target, eval_set).z
         if terms and alpha:
+            self.check_strength(target, terms, alpha)
             change = sum(c * self.delta(target, eval_set, key) for key, c in terms)
             z = z + alpha * change
         return top1(z, self.prompt_embeddings(target, eval_set), eval_set.labels)

@@ -7,6 +7,7 @@ on first use, `MeasuredGrids`, so an experiment that needs none of them does not
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Callable
 import torch
 
 from ...descriptor import Descriptor
+from ...errors import ZeroDescriptorWarning
 from ...models import DualEncoder
 from .diagnostics import descriptor_cosines
 
@@ -47,7 +49,8 @@ class ExperimentSetup:
     descriptors: (source model name, task name) -> the source fine-tune's descriptor on the task's probes.
     related_group / held_out: tasks whose operators are applied to the held-out related task.
     baselines: optional named callables for baselines that need more than cached features, e.g.
-        "gradient_ascent": (model name, task name) -> DualEncoder (an edited copy).
+        "gradient_ascent": (model name, task name, steps=None) -> DualEncoder (an edited copy; steps: the
+        ascent's budget, None for the setup's own).
     diagnostics: results of building the setup (descriptor cosines), written into results.json when a run ends.
     """
 
@@ -82,7 +85,7 @@ def measure_on_grids(models: dict[str, DualEncoder], tasks: dict[str, TaskSpec],
     Returns (descriptors, on_grid): on_grid[(m, s, t)] is what m's fine-tune on s changed on t's probes
     and prompts (the cross-task diagnostics need it); descriptors[(m, t)] = on_grid[(m, t, t)].
     """
-    from ...measurement import EmbeddingCache, measure
+    from ...measurement import EmbeddingCache, measure, require_change
     from ...progress import track
 
     cache = EmbeddingCache()
@@ -91,8 +94,13 @@ def measure_on_grids(models: dict[str, DualEncoder], tasks: dict[str, TaskSpec],
         for source_task in tasks:
             ft = finetuned(model, source_task)
             for task, spec in tasks.items():
-                on_grid[(model, source_task, task)] = measure(models[model], ft, spec.probes, spec.prompts, task,
-                                                              cache=cache, progress=False, device=device)
+                with warnings.catch_warnings():
+                    if task == source_task:  # an unchanged source is refused below, naming it
+                        warnings.simplefilter("ignore", ZeroDescriptorWarning)
+                    on_grid[(model, source_task, task)] = measure(models[model], ft, spec.probes, spec.prompts, task,
+                                                                  cache=cache, progress=False, device=device)
+            name = getattr(ft, "source_description", None) or ft.spec
+            require_change(on_grid[(model, source_task, source_task)], f"of {model}/{source_task} ({name})")
     return {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}, on_grid
 
 

@@ -18,7 +18,7 @@ Each is one entry of `experiments.registry.PROTOCOLS`, with its defaults, method
 from __future__ import annotations
 
 from itertools import combinations, permutations
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from ...progress import track
 from ..engine.fastpath import FeatureStore, accuracy_end_to_end
@@ -89,16 +89,23 @@ def addition(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5, pr
     return cells
 
 
-def negation(setup: ExperimentSetup, store: FeatureStore, alpha: float = 1.0, progress: bool = True) -> list[dict]:
+NEGATION_BASELINES = ("target_as_source", "gradient_ascent")  # beside the closed form; --baselines chooses
+
+
+def negation(setup: ExperimentSetup, store: FeatureStore, alpha: float = 1.0, progress: bool = True,
+             baselines: Sequence[str] = NEGATION_BASELINES) -> list[dict]:
+    """Negation cells; `baselines` (of NEGATION_BASELINES) says which baselines run beside the closed form
+    (gradient ascent runs in `negation_gradient_ascent`, after the fast path)."""
     ops = Operators(setup, store)
     cells = []
     for target in track(list(setup.models), description="negation: targets", enabled=progress):
         for task in setup.tasks:
             slots = {"A": task}
             cells.append(cell_record("negation", "zero_shot", target, [], [task], [], 0.0, accuracies(store, setup, target, slots, [], 0.0)))
-            key, r = ops.real(target, target, task)
-            cells.append(cell_record("negation", "target_as_source", target, [target], [task], [-1.0], alpha,
-                               accuracies(store, setup, target, slots, [(key, -1.0)], alpha), [r]))
+            if "target_as_source" in baselines:
+                key, r = ops.real(target, target, task)
+                cells.append(cell_record("negation", "target_as_source", target, [target], [task], [-1.0], alpha,
+                                   accuracies(store, setup, target, slots, [(key, -1.0)], alpha), [r]))
             for source in (m for m in setup.models if m != target):
                 key, r = ops.real(target, source, task)
                 cells.append(cell_record("negation", "closed_form", target, [source], [task], [-1.0], alpha,
@@ -107,20 +114,23 @@ def negation(setup: ExperimentSetup, store: FeatureStore, alpha: float = 1.0, pr
     return cells
 
 
-def negation_gradient_ascent(setup: ExperimentSetup, store: FeatureStore, progress: bool = True) -> list[dict]:
-    """The labelled gradient-ascent baseline of the negation table, when the setup provides it.
+def negation_gradient_ascent(setup: ExperimentSetup, store: FeatureStore, progress: bool = True,
+                             baselines: Sequence[str] = NEGATION_BASELINES, ascent_steps: int | None = None) -> list[dict]:
+    """The labelled gradient-ascent baseline of the negation table, when the setup provides it and
+    `baselines` names it; `ascent_steps`: its budget (None: the setup's own, 20 steps on the worlds and
+    YAML setups).
 
     It trains every (target, task), so it runs outside the fast path (and with all threads); the edited
     models' embeddings go through the store's embedding cache (a second run with the same edits
     encodes nothing).
     """
     ascend: Callable | None = setup.baselines.get("gradient_ascent")
-    if ascend is None:
+    if ascend is None or "gradient_ascent" not in baselines:
         return []
     cells = []
     pairs = [(t, k) for t in setup.models for k in setup.tasks]
     for target, task in track(pairs, description="negation: gradient ascent", enabled=progress):
-        edited = ascend(target, task)
+        edited = ascend(target, task) if ascent_steps is None else ascend(target, task, steps=ascent_steps)
         sets = {"A": setup.tasks[task].test, **setup.controls}
         cells.append(cell_record("negation", "gradient_ascent", target, [], [task], [], 0.0,
                            {name: accuracy_end_to_end(edited, s, store.cache) for name, s in sets.items()}))

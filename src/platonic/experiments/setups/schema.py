@@ -171,6 +171,9 @@ class ExperimentConfig(BaseModel):
         return self
 
 
+RECIPE_ONLY = ("edits", "exports")  # a recipe's fields (docs/recipes.md) that a setup does not have
+
+
 def read_yaml(path: Path, what: str):
     """The parsed YAML of `path` (a setup or a recipe, named `what` in errors); one-line errors for a file
     that cannot be read, is not UTF-8, or is not YAML."""
@@ -193,6 +196,10 @@ def read_config(path: Path, task_arithmetic: bool = False) -> ExperimentConfig:
     raw = read_yaml(path, "experiment setup")
     if not isinstance(raw, dict):
         raise InvalidInputError(f"{path}: expected a mapping with models, tasks, sources (see `platonic experiment --help`)")
+    recipe_fields = [k for k in RECIPE_ONLY if k in raw]
+    if recipe_fields:
+        raise InvalidInputError(f"{path} is a recipe (it has {', '.join(recipe_fields)}), not an experiment setup: run it "
+                                f"with `platonic run {path}`, or remove {', '.join(recipe_fields)} to use it as --setup")
     try:
         config = ExperimentConfig.model_validate(raw, context={"task_arithmetic": task_arithmetic})
     except ValidationError as exc:

@@ -128,9 +128,9 @@ def toy_setup(seed: int = 0, k: int = 24, classes: int = 5, widths=((48, 32), (6
     sources = CachedSources(models, tasks, train, lambda task, lam: base.model_copy(update={"orthoreg": lam}),
                             {"flavour": "full", **base.model_dump(mode="json")})
 
-    def gradient_ascent(model: str, task: str):
+    def gradient_ascent(model: str, task: str, steps: int | None = None):
         x, y = draw(task, 40, 4000 + list(tasks).index(task))
-        cfg = FinetuneConfig(steps=10, lr=3e-3, batch_size=40, weight_decay=0.0, logit_scale=20.0, ascent=True)
+        cfg = FinetuneConfig(steps=steps or 10, lr=3e-3, batch_size=40, weight_decay=0.0, logit_scale=20.0, ascent=True)
         return finetune(models[model], x, y, tasks[task].prompts, cfg, progress=False)[0]
 
     return ExperimentSetup("toy", models, tasks, controls, descriptors, related_group=("t1", "t2"), held_out="t3",

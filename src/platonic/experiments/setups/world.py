@@ -85,11 +85,13 @@ def world_parts(path: Path, models=None) -> WorldParts:
     return WorldParts(path, models, tasks, controls, data)
 
 
-def ascended(model, task: str, images, labels, prompts):
+def ascended(model, task: str, images, labels, prompts, steps: int | None = None):
     """(theta_0 + tau, hit): `model` after the gradient-ascent baseline on (images, labels), its task vector
     tau from the fine-tune cache when there (a second demo trains nothing). The edit is rebuilt from tau
-    on a miss too, so a first and a cached run evaluate the same weights."""
-    tau, hit = cached_task_vector(model, task, images, labels, prompts, GRADIENT_ASCENT)
+    on a miss too, so a first and a cached run evaluate the same weights. steps: the budget (default
+    `GRADIENT_ASCENT`'s, 20)."""
+    config = GRADIENT_ASCENT if steps is None else GRADIENT_ASCENT.model_copy(update={"steps": steps})
+    tau, hit = cached_task_vector(model, task, images, labels, prompts, config)
     return finetuned_model(model, tau), hit
 
 
@@ -138,9 +140,9 @@ def parts_setup(world, label: str, task_names, related_group, held_out_related, 
     descriptors = MeasuredGrids(models, tasks, lambda model, task: world.finetuned(model, task, source_kind), progress)
     sources = world_sources(world, models, tasks, recipe, task_names)
 
-    def gradient_ascent(target: str, task: str):
+    def gradient_ascent(target: str, task: str, steps: int | None = None):
         inputs, labels = world.train(task)
-        return ascended(models[target], task, inputs, labels, tasks[task].prompts)[0]
+        return ascended(models[target], task, inputs, labels, tasks[task].prompts, steps)[0]
 
     return ExperimentSetup(f"{label} ({world.path.name}, sources: {source_kind} fine-tunes)", models, tasks, world.controls,
                            descriptors, related_group=related if held_out else (), held_out=held_out,

@@ -73,9 +73,10 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
             return made[(model, task)]
         return TaskVector.from_models(models[model].module, source(model, task).module)
 
-    def gradient_ascent(target: str, task: str):
+    def gradient_ascent(target: str, task: str, steps: int | None = None):
         images, labels = train[task]
-        return finetune(models[target], images, labels, tasks[task].prompts, config.gradient_ascent, progress=False)[0]
+        budget = config.gradient_ascent if steps is None else config.gradient_ascent.model_copy(update={"steps": steps})
+        return finetune(models[target], images, labels, tasks[task].prompts, budget, progress=False)[0]
 
     return ExperimentSetup(config.name, models, tasks, controls, descriptors, related_group=tuple(config.related_group),
                            held_out=config.held_out, baselines={"gradient_ascent": gradient_ascent, "task_vector": task_vector},
