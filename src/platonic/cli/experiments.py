@@ -69,6 +69,8 @@ def experiment(
                                   "model names (default: all)."),
     lambdas: str = typer.Option(None, "--lambdas", help="task_arithmetic, orthoreg_sources: OrthoReg's lambda grid within "
                                 "[0.1, 100], chosen on validation (default 0.1,1,10; orthoreg_sources 1,10)."),
+    merges: str = typer.Option(None, "--merges", help="task_arithmetic: comma-separated merge rules of the addition "
+                               "(default sum,ties,dare,iso_c: task arithmetic, TIES, DARE, ISO-C; docs/experiments.md)."),
     negation_flavours: str = typer.Option(None, "--negation-flavours", help="task_arithmetic: the flavours negation "
                                           "runs for (default: every flavour run)."),
     steps: int = typer.Option(None, "--steps", help="task_arithmetic, weight_space, orthoreg_sources: fine-tuning steps "
@@ -93,7 +95,7 @@ def experiment(
         source=tuple(source), output=output, plots=plots, device=device, alpha=alpha, mu_a=mu_a, mu_b=mu_b,
         solve=solve_kind, anchor_images=anchor_images, anchor_weight=anchor_weight, adapter_cells=adapter_cells,
         adapter_lr=adapter_lr, adapter_max_steps=adapter_max_steps, adapter_holdout=adapter_holdout, flavours=flavours,
-        negation_flavours=negation_flavours, lambdas=lambdas, steps=steps, val_size=val_size, models=ta_models,
+        negation_flavours=negation_flavours, lambdas=lambdas, merges=merges, steps=steps, val_size=val_size, models=ta_models,
         tasks=ta_tasks, world=world)
     results = run_request(request, log=console.print)
     console.print((output / "tables.md").read_text())
