@@ -1,6 +1,7 @@
 """Experiment protocols on a small synthetic setup: the fast path is exact, reports re-render byte for byte."""
 
 import json
+from dataclasses import replace
 from itertools import combinations
 
 import pytest
@@ -217,3 +218,22 @@ def test_a_second_gradient_ascent_baseline_reads_its_embeddings_from_the_cache(s
     monkeypatch.setattr(DualEncoder, "encode_probes", no_encoding)
     second = negation_gradient_ascent(setup, FeatureStore(setup), progress=False)
     assert [c["accuracy"] for c in first] == [c["accuracy"] for c in second] and len(first) == 12
+
+
+def test_weight_space_gradfix_and_theseus_rows_are_on_the_transport_cells(tmp_path):
+    pair_setup = toy_setup(widths=((48, 32), (48, 32), (64, 40)))
+    results = run_experiments(pair_setup, ["weight_space"], tmp_path / "ws", progress=False, plots=False,
+                              options={"weight_space": {"val_size": 20}})
+    key = lambda c: (c["target"], tuple(c["sources"]), tuple(c["tasks"]))  # noqa: E731
+    cells = {m: sorted(key(c) for c in results["cells"] if c["method"] == m)
+             for m in ("weight_transport", "gradfix", "theseus", "closed_form")}
+    assert cells["gradfix"] == cells["weight_transport"] == cells["theseus"] == cells["closed_form"] and cells["gradfix"]
+    diag = results["diagnostics"]["weight_space"]
+    assert diag["gradfix"]["per_class"] == 10 and diag["gradfix"]["ran"]
+    assert all(0 < v < 1 for v in diag["gradfix_kept"].values())  # the mask keeps some entries, not all
+    assert all(v == 0 for v in diag["theseus_zeroed_share"].values())  # every toy parameter has a map
+    tables = (tmp_path / "ws" / "tables.md").read_text()
+    assert "| GradFix: transport masked" in tables and "| Theseus: transport through" in tables
+    without = run_experiments(replace(pair_setup, baselines={k: v for k, v in pair_setup.baselines.items() if k != "labelled"}),
+                              ["weight_space"], None, progress=False, plots=False, options={"weight_space": {"val_size": 20}})
+    assert "gradfix" not in {c["method"] for c in without["cells"]} and "theseus" in {c["method"] for c in without["cells"]}

@@ -144,11 +144,14 @@ PROTOCOLS = Registry([
     Protocol("alpha", alpha_sweep, "method.md §1.5, strength alpha from 0.5 to 1 (gains vs control cost)",
              "Strength sweep (single-term cross-model addition)", ("zero_shot", "closed_form"), report=alpha_table,
              alpha=None),
-    Protocol("weight_space", weight_space, "method.md §1.7, weight-space baselines (same architecture)",
+    Protocol("weight_space", weight_space, "method.md §1.7, weight-space baselines (same architecture): plain transport, "
+             "GradFix (Rinaldi et al. 2026, ICLR, arXiv 2510.09658), Theseus (Rinaldi et al. 2026, arXiv 2602.12952)",
              "Weight-space baselines (two-task addition on the transports' targets; closed form on the transport cells)",
-             ("zero_shot", "task_arithmetic", "weight_transport", "closed_form"),
+             ("zero_shot", "task_arithmetic", "weight_transport", "gradfix", "theseus", "closed_form"),
              {"task_arithmetic": "task arithmetic within the model (alpha on val)",
-              "weight_transport": "weight-space transport, same architecture (alpha on val)"},
+              "weight_transport": "weight-space transport, same architecture (alpha on val)",
+              "gradfix": "GradFix: transport masked by the target's gradient signs, 10 labelled images per class (alpha on val)",
+              "theseus": "Theseus: transport through Procrustes maps of activations on the probes (alpha on val)"},
              columns=("A", "B"), column_labels=TWO_TASKS, fast_path=False, alpha=0.5, options=("val_size",), reports=True,
              fine_tunes=True),
     Protocol("orthoreg_sources", orthoreg_sources, "method.md §2's OrthoReg fine-tunes as the descriptor sources of §1.5's "

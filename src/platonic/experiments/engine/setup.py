@@ -47,7 +47,9 @@ class ExperimentSetup:
     descriptors: (source model name, task name) -> the source fine-tune's descriptor on the task's probes.
     related_group / held_out: tasks whose operators are applied to the held-out related task.
     baselines: optional named callables for baselines that need more than cached features, e.g.
-        "gradient_ascent": (model name, task name) -> DualEncoder (an edited copy).
+        "gradient_ascent": (model name, task name) -> DualEncoder (an edited copy);
+        "labelled": task name -> (inputs (n, ...) canonical, labels (n,)) its labelled train split (GradFix);
+        "task_vector", "finetunes": the weight-space experiments' fine-tunes (`experiments.engine.sources`).
     diagnostics: results of building the setup (descriptor cosines), written into results.json when a run ends.
     """
 
