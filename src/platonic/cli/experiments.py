@@ -41,6 +41,8 @@ def experiment(
     control: list[str] = typer.Option([], "--control", help="NAME (cifar100, imagenet) or NAME=SOURCE: a control set, "
                                       "FOLDER[/test]/CLASS/* or as --task."),
     source: list[str] = typer.Option([], "--source", help="MODEL/TASK=FINETUNE: .safetensors state dict, LoRA dir or spec."),
+    sources: str = typer.Option(None, "--sources", help="addition, negation: single (each other model's descriptor, the "
+                                "default), consensus (their mean, one source per target and task) or both (beyond the paper)."),
     output: Path = typer.Option(Path("runs/experiment"), "-o", "--output", help="Run directory to write."),
     plots: bool = typer.Option(True, help="Draw the PNG plots."),
     adapter_cells: int = typer.Option(0, "--adapter-cells", help="Also fit the adapter route on this many seeded "
@@ -95,7 +97,7 @@ def experiment(
         source=tuple(source), output=output, plots=plots, device=device, alpha=alpha, mu_a=mu_a, mu_b=mu_b,
         solve=solve_kind, anchor_images=anchor_images, anchor_weight=anchor_weight, adapter_cells=adapter_cells,
         adapter_lr=adapter_lr, adapter_max_steps=adapter_max_steps, adapter_holdout=adapter_holdout, flavours=flavours,
-        negation_flavours=negation_flavours, lambdas=lambdas, merges=merges, steps=steps, val_size=val_size, models=ta_models,
+        negation_flavours=negation_flavours, lambdas=lambdas, merges=merges, sources=sources, steps=steps, val_size=val_size, models=ta_models,
         tasks=ta_tasks, world=world)
     results = run_request(request, log=console.print)
     console.print((output / "tables.md").read_text())

@@ -24,6 +24,7 @@ from ..preflight import check_cache_writable
 from ..solve_config import CLI_FLAGS, SolveConfig
 from ..storage import atomic_write
 from .protocols.orthoreg_sources import DEFAULT_LAMBDAS as ORTHOREG_SOURCE_LAMBDAS
+from .protocols.paper import SOURCE_CHOICES
 from .protocols.task_arithmetic import check_merges
 from .registry import PROTOCOLS, Protocol, check_experiments
 from .report import check_run_directory, headline_means, render_headline, render_solve_comparison
@@ -42,12 +43,12 @@ OPTION_TAKERS: dict[str, Callable[[Protocol], bool]] = {
     "--adapter-holdout": lambda p: p.adapter_part is not None,
     "--flavours": lambda p: "flavours" in p.options, "--negation-flavours": lambda p: "negation_flavours" in p.options,
     "--lambdas": lambda p: "lambdas" in p.options, "--val-size": lambda p: "val_size" in p.options,
-    "--merges": lambda p: "merges" in p.options,
+    "--merges": lambda p: "merges" in p.options, "--sources": lambda p: "sources" in p.options,
     "--steps": lambda p: p.fine_tunes,
 }
 SLICES = ("--models", "--tasks", "--world", "--steps")  # the embedded worlds' setup options
 OPTION_FIELDS = ("alpha", "mu_a", "mu_b", "solve", "anchor_images", "anchor_weight", "adapter_cells", "adapter_lr",
-                 "adapter_max_steps", "adapter_holdout", "flavours", "negation_flavours", "lambdas", "merges", "val_size", "steps",
+                 "adapter_max_steps", "adapter_holdout", "flavours", "negation_flavours", "lambdas", "merges", "sources", "val_size", "steps",
                  "models", "tasks", "world")
 
 
@@ -79,6 +80,7 @@ class ExperimentRequest(BaseModel):
     negation_flavours: str | None = None
     lambdas: str | None = None
     merges: str | None = None
+    sources: str | None = None
     steps: int | None = None
     val_size: str | None = None
     models: str | None = None
@@ -199,6 +201,13 @@ def run_request(request: ExperimentRequest, log: Callable[[str], None] = print) 
     ridge = solve_config(request, names)
     pool = None if request.anchor_images is None else load_probes(request.anchor_images, "--anchor-images")
     options = {p.name: {"val_size": sizes} for p in protocols if "val_size" in p.options and request.val_size is not None}
+    if request.sources is not None:
+        if request.sources not in SOURCE_CHOICES:
+            raise InvalidInputError(f"--sources is one of {', '.join(SOURCE_CHOICES)} (the other models' descriptors one "
+                                    f"by one, their mean, or both); got {request.sources!r}")
+        for p in protocols:
+            if "sources" in p.options:
+                options.setdefault(p.name, {})["sources"] = request.sources
     if "orthoreg_sources" in names:
         options.setdefault("orthoreg_sources", {})["lambdas"] = (_floats(request.lambdas, "--lambdas") if request.lambdas
                                                                  else list(ORTHOREG_SOURCE_LAMBDAS))

@@ -28,7 +28,8 @@ from .tables import alpha_table, orthoreg_sources_tables, protocol_table
 
 # labels of the methods several experiments share; each entry labels its own
 SHARED_LABELS = {"zero_shot": "zero-shot", "closed_form": "closed form",
-                 "adapter": "adapter (LoRA fitted to the descriptors)"}
+                 "adapter": "adapter (LoRA fitted to the descriptors)",
+                 "consensus": "closed form, consensus of sources (mean of the other models' descriptors)"}
 ADAPTER_METHODS = ("zero_shot", "closed_form", "adapter")
 
 
@@ -124,16 +125,18 @@ TWO_TASKS = {"A": "task A", "B": "task B"}
 PROTOCOLS = Registry([
     Protocol("addition", addition, "method.md §1.5, two-task addition across models (3,360 cells), alpha 0.5",
              "Two-task addition (accuracy %, mean over cells)",
-             ("zero_shot", "random", "single_a", "single_b", "closed_form", "oracle"),
+             ("zero_shot", "random", "single_a", "single_b", "closed_form", "consensus", "oracle"),
              {"random": "random descriptor", "single_a": "single A only", "single_b": "single B only",
               "oracle": "oracle (target's own descriptors)"},
-             columns=("A", "B"), column_labels=TWO_TASKS, alpha=0.5, adapter_part=addition_adapter,
+             columns=("A", "B"), column_labels=TWO_TASKS, alpha=0.5, adapter_part=addition_adapter, options=("sources",),
+             reports=True,
              adapter_title="Adapter route vs closed form, two-task addition, on the same cells"),
     Protocol("negation", negation, "method.md §1.5, negation at lambda = 1 (240 cells), c = -1, alpha 1",
              "Negation (accuracy %, mean over cells)",
-             ("zero_shot", "closed_form", "target_as_source", "gradient_ascent"),
+             ("zero_shot", "closed_form", "consensus", "target_as_source", "gradient_ascent"),
              {"target_as_source": "target as its own source", "gradient_ascent": "gradient ascent (labelled)"},
-             column_labels={"A": "negated task"}, alpha=1.0, slow_part=negation_gradient_ascent,
+             column_labels={"A": "negated task"}, alpha=1.0, slow_part=negation_gradient_ascent, options=("sources",),
+             reports=True,
              adapter_part=negation_adapter, adapter_title="Adapter route vs closed form, negation, on the same cells"),
     Protocol("generalization", generalization, "method.md §1.5, held-out generalisation of a related group",
              "Generalisation to the held-out related task (accuracy %)",
