@@ -15,14 +15,16 @@ from ..models.audio import canonical_audio, is_audio_file
 from ..models.images import canonical_images
 
 
-def load_probes(path: Path, option: str = "--probes"):
+def load_probes(path: Path, option: str = "--probes", resize: str = "reference"):
     """A folder of images or of sound files (made canonical: `models.images`, `models.audio`) or a
-    .safetensors file holding a tensor named 'probes' (`option` names the flag in errors)."""
+    .safetensors file holding a tensor named 'probes' (`option` names the flag in errors). resize: how
+    a folder's images are made canonical (`models.images.canonical_images`: "reference", the paper's
+    probe bundle, or "shorter-side", the path before issue 35)."""
     path = Path(path)
     if path.is_dir():
         if any(is_audio_file(p) for p in path.rglob("*")):
             return canonical_audio(path)
-        return canonical_images(path)
+        return canonical_images(path, resize=resize)
     if path.is_file() and path.suffix == ".safetensors":
         try:
             tensors = load_file(str(path))
