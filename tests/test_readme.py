@@ -18,3 +18,18 @@ def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
 def test_readme_shows_the_two_commands():
     text = README.read_text()
     assert "make demo" in text and "make test" in text
+
+
+def test_the_distribution_is_platonic_ta_and_installs_platonic():
+    """PyPI's `platonic` is another project: we ship as platonic-ta, keep `import platonic` and the
+    `platonic` command, and nothing in the library looks the distribution up by name."""
+    import tomllib
+
+    root = README.parents[0]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "platonic-ta"
+    assert project["scripts"] == {"platonic": "platonic.cli:app"}
+    assert "platonic-ta" in README.read_text()
+    lookups = re.compile(r"(version|distribution|metadata|files|requires)\(\s*[\"']platonic[\"']")
+    offenders = [str(p) for p in (root / "src" / "platonic").rglob("*.py") if lookups.search(p.read_text())]
+    assert not offenders
