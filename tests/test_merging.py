@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from platonic import InvalidInputError, TaskVector
-from platonic.merging import MERGE_RULES, dare_merge, drop_and_rescale, iso_c_merge, sum_merge, ties_merge, trim
+from platonic.merging import MERGE_RULES, dare_merge, drop_and_rescale, iso_c_merge, sum_merge, ties_merge, trim, tsv_merge
 
 
 def _vectors(n=3, seed=0):
@@ -130,4 +130,31 @@ def test_rules_keep_the_dtype():
     halves = [{k: v.half() for k, v in d.items()} for d in _vectors(2)]
     for rule in MERGE_RULES.values():
         assert all(v.dtype == torch.float16 for v in rule.merge(halves).values())
-    assert list(itertools.islice(MERGE_RULES, 4)) == ["sum", "ties", "dare", "iso_c"]
+    assert list(itertools.islice(MERGE_RULES, 5)) == ["sum", "ties", "dare", "iso_c", "tsv_m"]
+
+
+def test_tsv_m_against_a_reference_built_another_way():
+    """Stack each task's top min(m, n) // T singular triplets; orthonormalise U and V by (A^T A)^(-1/2)
+    (the polar factor, computed by an eigendecomposition, not an SVD); vectors are averaged."""
+    g = torch.Generator().manual_seed(4)
+    deltas = [{"w": torch.randn(6, 5, generator=g, dtype=torch.float64), "b": torch.randn(3, generator=g, dtype=torch.float64)}
+              for _ in range(2)]
+    r = 5 // 2
+    us, ss, vs = [], [], []
+    for d in deltas:
+        u, s, vh = torch.linalg.svd(d["w"], full_matrices=False)
+        us.append(u[:, :r]), ss.append(s[:r]), vs.append(vh[:r].T)
+
+    def polar(a):
+        evals, evecs = torch.linalg.eigh(a.T @ a)
+        return a @ evecs @ torch.diag(evals.rsqrt()) @ evecs.T
+
+    want = polar(torch.cat(us, 1)) @ torch.diag(torch.cat(ss)) @ polar(torch.cat(vs, 1)).T
+    got = tsv_merge(deltas)
+    assert torch.allclose(got["w"], want, atol=1e-9)
+    assert torch.allclose(got["b"], (deltas[0]["b"] + deltas[1]["b"]) / 2)
+    # tasks in orthogonal subspaces do not interfere: TSV-M is then the sum of the truncated vectors
+    e = torch.eye(4, dtype=torch.float64)
+    a = {"w": 3 * torch.outer(e[0], e[1]) + torch.outer(e[1], e[0])}  # rank 2 = 4 // 2 in span(e0, e1)
+    b = {"w": 2 * torch.outer(e[2], e[3]) - 0.5 * torch.outer(e[3], e[2])}  # rank 2 in span(e2, e3)
+    assert torch.allclose(tsv_merge([a, b])["w"], a["w"] + b["w"], atol=1e-12)

@@ -112,7 +112,7 @@ def test_every_merge_rule_with_and_without_orthoreg_on_the_same_fine_tunes(toy, 
     assert set(per_merge) == set(MERGE_RULES)
     tables = (tmp_path / "run" / "tables.md").read_text()
     for row in ("| full FT | ", "| full FT + OrthoReg | ", "| full FT, TIES | ", "| full FT, TIES + OrthoReg | ",
-                "| full FT, DARE + OrthoReg | ", "| full FT, ISO-C | "):
+                "| full FT, DARE + OrthoReg | ", "| full FT, ISO-C | ", "| full FT, TSV-M + OrthoReg | "):
         assert row in tables
     assert tables == render_tables(out)
     with pytest.raises(InvalidInputError, match="unknown merge rule"):

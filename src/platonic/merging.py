@@ -12,6 +12,11 @@ the one vector tau_m that theta_0 + alpha * tau_m adds. Pure functions on {name:
   (seed + t: the same draw every time), then summed.
 - "iso_c": isotropic merging, ISO-C (Marczak et al. 2025, arXiv 2502.04959): per 2-D parameter, the sum
   M = sum_t tau_t = U S V^T is replaced by mean(S) U V^T (a flat spectrum); other parameters are summed.
+- "tsv_m": Task Singular Vectors merging, TSV-M (Gargiulo et al. 2025, CVPR, arXiv 2412.00081): per 2-D
+  parameter, each tau_t's top r = max(1, floor(min(m, n) / n_tasks)) singular triplets, stacked as
+  U = [U_1 .. U_n] (m x nr), S, V = [V_1 .. V_n] (n x nr); U and V are replaced by their nearest
+  orthonormal matrices (the polar factors P Q^T of U = P Sigma Q^T), and tau_m = U_perp diag(S) V_perp^T;
+  other parameters are averaged.
 
 Settings chosen here (the papers tune them on validation; we do not): TIES density 0.2 (the paper's and
 FusionBench's 20 %), disjoint *mean* (the paper's); DARE p = 0.5 (FusionBench's default for CLIP) over
@@ -119,6 +124,32 @@ def iso_c_merge(deltas: Sequence[Deltas]) -> dict[str, torch.Tensor]:
     return out
 
 
+def _polar(a: torch.Tensor) -> torch.Tensor:
+    p, _, qh = torch.linalg.svd(a, full_matrices=False)
+    return p @ qh
+
+
+def tsv_merge(deltas: Sequence[Deltas]) -> dict[str, torch.Tensor]:
+    """TSV-M: per matrix, the tasks' top singular vectors stacked and decorrelated (module docstring)."""
+    deltas = _checked(deltas)
+    n = len(deltas)
+    out = {}
+    for k, ref in deltas[0].items():
+        if ref.ndim != 2:
+            out[k] = (sum(d[k].to(_work_dtype(ref)) for d in deltas) / n).to(ref.dtype)
+            continue
+        r = max(1, min(ref.shape) // n)
+        us, ss, vs = [], [], []
+        for d in deltas:
+            u, s, vh = torch.linalg.svd(d[k].to(torch.float64), full_matrices=False)
+            us.append(u[:, :r])
+            ss.append(s[:r])
+            vs.append(vh[:r].T)
+        u_perp, v_perp = _polar(torch.cat(us, 1)), _polar(torch.cat(vs, 1))
+        out[k] = (u_perp @ torch.diag(torch.cat(ss)) @ v_perp.T).to(ref.dtype)
+    return out
+
+
 @dataclass(frozen=True)
 class MergeRule:
     """One merge rule: its function of a list of {name: tensor} dicts, its label and its paper."""
@@ -135,6 +166,7 @@ MERGE_RULES: dict[str, MergeRule] = {r.name: r for r in (
               "disjoint mean)"),
     MergeRule("dare", dare_merge, "DARE", f"DARE, Yu et al. 2024, arXiv 2311.03099 (p {DARE_P:g}, seed {DARE_SEED}), then the sum"),
     MergeRule("iso_c", iso_c_merge, "ISO-C", "isotropic merging ISO-C, Marczak et al. 2025, arXiv 2502.04959"),
+    MergeRule("tsv_m", tsv_merge, "TSV-M", "Task Singular Vectors merging TSV-M, Gargiulo et al. 2025, CVPR, arXiv 2412.00081"),
 )}
 
 

@@ -5,7 +5,7 @@
 
 A `TaskVector` maps parameter names to tensors. Vectors of one architecture (same names and shapes)
 add, subtract, negate and scale; `sum()` works, and `TaskVector.merge(vectors)` sums many into one
-buffer, or merges them by another rule of `platonic.merging` (`rule="ties" | "dare" | "iso_c"`). Deltas keep the checkpoint's dtype (a float32 model's vector is float32); `add_to_` adds in
+buffer, or merges them by another rule of `platonic.merging` (`rule="ties" | "dare" | "iso_c" | "tsv_m"`). Deltas keep the checkpoint's dtype (a float32 model's vector is float32); `add_to_` adds in
 place, in the parameter's dtype, so merging n vectors of a tower costs one tower-sized buffer, not n
 float64 copies. `apply_to(model, alpha)` returns an edited copy.
 Weight-space *transport* (adding one model's vector to another model of the same architecture but
@@ -53,7 +53,7 @@ class TaskVector:
     def merge(cls, vectors, coefficients=None, rule: str = "sum", **settings) -> "TaskVector":
         """sum_i c_i tau_i (c_i = 1 by default), accumulated in one buffer per parameter (in its dtype).
 
-        rule: a merge rule of `platonic.merging.MERGE_RULES` ("sum"; "ties", "dare", "iso_c" merge the
+        rule: a merge rule of `platonic.merging.MERGE_RULES` ("sum"; "ties", "dare", "iso_c", "tsv_m" merge the
         vectors c_i tau_i by their paper's rule, with `settings` passed on, e.g. density=0.2 or p=0.5).
         """
         vectors = list(vectors)

@@ -72,7 +72,7 @@ def experiment(
     lambdas: str = typer.Option(None, "--lambdas", help="task_arithmetic, orthoreg_sources: OrthoReg's lambda grid within "
                                 "[0.1, 100], chosen on validation (default 0.1,1,10; orthoreg_sources 1,10)."),
     merges: str = typer.Option(None, "--merges", help="task_arithmetic: comma-separated merge rules of the addition "
-                               "(default sum,ties,dare,iso_c: task arithmetic, TIES, DARE, ISO-C; docs/experiments.md)."),
+                               "(default sum,ties,dare,iso_c,tsv_m: task arithmetic, TIES, DARE, ISO-C, TSV-M; docs/experiments.md)."),
     negation_flavours: str = typer.Option(None, "--negation-flavours", help="task_arithmetic: the flavours negation "
                                           "runs for (default: every flavour run)."),
     steps: int = typer.Option(None, "--steps", help="task_arithmetic, weight_space, orthoreg_sources: fine-tuning steps "

@@ -169,7 +169,7 @@ PROTOCOLS = Registry([
     Protocol("task_arithmetic", run_task_arithmetic, "method.md §2, weight-space task arithmetic per fine-tuning flavour, "
              "without and with OrthoReg (the OrthoReg paper's tables), per merge rule: the sum (Ilharco et al. 2023, "
              "arXiv 2212.04089), TIES (Yadav et al. 2023, arXiv 2306.01708), DARE (Yu et al. 2024, arXiv 2311.03099), "
-             "ISO-C (Marczak et al. 2025, arXiv 2502.04959)",
+             "ISO-C (Marczak et al. 2025, arXiv 2502.04959), TSV-M (Gargiulo et al. 2025, arXiv 2412.00081)",
              "Task arithmetic: addition and negation per flavour, plain and with OrthoReg",
              ("zero_shot", "full", "attention", "lora", "linear"), report=task_arithmetic_tables, fast_path=False,
              alpha=None, options=("flavours", "lambdas", "negation_flavours", "val_size", "recipe", "merges"), solves=False,

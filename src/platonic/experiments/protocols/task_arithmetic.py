@@ -6,7 +6,7 @@ is fine-tuned on its train split (text tower frozen, prompt head frozen) into ta
 (lambda = 0) and once per OrthoReg weight lambda of the grid. Then
 
 - addition, per merge rule of `merges` (`platonic.merging`: "sum" = sum_t tau_t, task arithmetic; "ties",
-  "dare", "iso_c"): theta_0 + alpha * merge(tau_1..tau_n), alpha in linspace(0, 1, 21) chosen by the
+  "dare", "iso_c", "tsv_m"): theta_0 + alpha * merge(tau_1..tau_n), alpha in linspace(0, 1, 21) chosen by the
   mean normalised accuracy on the tasks' *validation* splits (normalised = merged accuracy / the task's
   own fine-tune's); the test splits are encoded once, at the chosen alpha: absolute and normalised
   accuracy per task. Every rule merges the same fine-tunes and uses the same alpha grid;
