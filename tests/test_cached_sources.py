@@ -140,6 +140,10 @@ def test_cached_source_options_are_checked():
     (["weight_space", "--setup", "toy", "--val-size", "most"], "--val-size takes a positive number of items or 'all'"),
     (["weight_space", "--setup", "toy", "--models", "m0"], "embedded world"),
     (["orthoreg_sources", "--setup", "toy", "--lambdas", "x"], "comma-separated numbers"),
+    (["addition", "--merges", "ties"], "task_arithmetic experiment only"),
+    (["task_arithmetic", "--merges", "sum,magic"], "unknown merge rule 'magic'"),
+    (["weight_space", "--sources", "consensus"], "--sources applies to addition and negation"),
+    (["addition", "--setup", "toy", "--sources", "mean"], "--sources is one of single, consensus, both"),
 ])
 def test_cli_refuses_options_that_do_not_apply(args, match, tmp_path):
     from typer.testing import CliRunner

@@ -75,7 +75,7 @@ def test_experiment_and_report_on_the_toy_setup(tmp_path, monkeypatch):
     assert code == 0, text
     settings = json.loads((out / "results.json").read_text())["settings"]["protocols"]["negation"]
     assert settings == {"alpha": 0.25, "mu_a": 0.1, "mu_b": 1e-6, "kind": "paper", "rank": None, "truncation": "paper",
-                        "anchor_weight": 1.0, "anchor_per_task": 64, "anchor_images": None}
+                        "anchor_weight": 1.0, "anchor_per_task": 64, "anchor_images": None, "sources": "single"}
     code, text = run("experiment", "negation", "--setup", "toy", "--solve", "anchored", "--anchor-weight", "0.5", "-o", out,
                      "--no-plots")
     assert code == 0, text

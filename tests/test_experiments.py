@@ -1,6 +1,7 @@
 """Experiment protocols on a small synthetic setup: the fast path is exact, reports re-render byte for byte."""
 
 import json
+from dataclasses import replace
 from itertools import combinations
 
 import pytest
@@ -192,13 +193,13 @@ def test_run_takes_alpha_and_solve_settings_from_the_entries_unless_given(setup)
     default = run_experiments(setup, ["negation"], None, progress=False)
     paper = {"kind": "paper", "rank": None, "truncation": "paper", "anchor_weight": 1.0, "anchor_per_task": 64,
              "anchor_images": None}
-    assert default["settings"]["protocols"]["negation"] == {"alpha": 1.0, "mu_a": 1e-2, "mu_b": 1e-6, **paper}
+    assert default["settings"]["protocols"]["negation"] == {"alpha": 1.0, "mu_a": 1e-2, "mu_b": 1e-6, **paper, "sources": "single"}
     assert {c["alpha"] for c in default["cells"] if c["method"] == "closed_form"} == {1.0}
     environment = default["settings"]["environment"]  # what the run ran on, so two machines' results can be told apart
     assert torch.__version__.startswith(environment["versions"]["torch"])
     assert environment["cpu"]["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     given = run_experiments(setup, ["negation"], None, progress=False, alpha=0.5, solve=SolveConfig(mu_a=0.1))
-    assert given["settings"]["protocols"]["negation"] == {"alpha": 0.5, "mu_a": 0.1, "mu_b": 1e-6, **paper}
+    assert given["settings"]["protocols"]["negation"] == {"alpha": 0.5, "mu_a": 0.1, "mu_b": 1e-6, **paper, "sources": "single"}
     assert {c["alpha"] for c in given["cells"] if c["method"] == "closed_form"} == {0.5}
     assert [c["residuals"] for c in given["cells"]] != [c["residuals"] for c in default["cells"]]
     with pytest.raises(InvalidInputError, match="alpha does not apply to alpha"):
@@ -237,3 +238,52 @@ def test_negation_runs_the_baselines_it_is_given_at_their_budget(setup):
     assert {c["method"] for c in none["cells"]} == {"zero_shot", "closed_form"} and calls[:0] == []
     assert {c["method"] for c in short["cells"]} == {"zero_shot", "closed_form", "gradient_ascent"}
     assert set(calls) == {2} and short["settings"]["protocols"]["negation"]["ascent_steps"] == 2
+
+
+def test_weight_space_gradfix_and_theseus_rows_are_on_the_transport_cells(tmp_path):
+    pair_setup = toy_setup(widths=((48, 32), (48, 32), (64, 40)))
+    results = run_experiments(pair_setup, ["weight_space"], tmp_path / "ws", progress=False, plots=False,
+                              options={"weight_space": {"val_size": 20}})
+    key = lambda c: (c["target"], tuple(c["sources"]), tuple(c["tasks"]))  # noqa: E731
+    cells = {m: sorted(key(c) for c in results["cells"] if c["method"] == m)
+             for m in ("weight_transport", "gradfix", "theseus", "closed_form")}
+    assert cells["gradfix"] == cells["weight_transport"] == cells["theseus"] == cells["closed_form"] and cells["gradfix"]
+    diag = results["diagnostics"]["weight_space"]
+    assert diag["gradfix"]["per_class"] == 10 and diag["gradfix"]["ran"]
+    assert all(0 < v < 1 for v in diag["gradfix_kept"].values())  # the mask keeps some entries, not all
+    assert all(v == 0 for v in diag["theseus_zeroed_share"].values())  # every toy parameter has a map
+    tables = (tmp_path / "ws" / "tables.md").read_text()
+    assert "| GradFix: transport masked" in tables and "| Theseus: transport through" in tables
+    without = run_experiments(replace(pair_setup, baselines={k: v for k, v in pair_setup.baselines.items() if k != "labelled"}),
+                              ["weight_space"], None, progress=False, plots=False, options={"weight_space": {"val_size": 20}})
+    assert "gradfix" not in {c["method"] for c in without["cells"]} and "theseus" in {c["method"] for c in without["cells"]}
+
+
+def test_consensus_sources_beside_single_sources(setup, tmp_path):
+    from platonic import mean
+    from platonic.experiments.protocols.paper import consensus_descriptor
+
+    results = run_experiments(setup, ["addition", "negation"], tmp_path / "run", progress=False, plots=False,
+                              options={"addition": {"sources": "both"}, "negation": {"sources": "both"}})
+    by = lambda exp, m: [c for c in results["cells"] if c["experiment"] == exp and c["method"] == m]  # noqa: E731
+    n, pairs = len(setup.models), len(list(combinations(setup.tasks, 2)))
+    assert len(by("addition", "consensus")) == n * pairs and len(by("addition", "closed_form")) == n * pairs * (n - 1) ** 2
+    assert len(by("negation", "consensus")) == n * len(setup.tasks)
+    assert all(c["sources"] == ["consensus", "consensus"] for c in by("addition", "consensus"))
+    d = consensus_descriptor(setup, "m0", "t1")
+    others = [setup.descriptors[(m, "t1")] for m in ("m1", "m2")]
+    assert torch.allclose(d.matrix, mean(others).matrix) and torch.allclose(d.matrix, (others[0].matrix + others[1].matrix) / 2)
+    # the consensus cell is the closed form of the mean descriptor, through the same fast path
+    store = FeatureStore(setup)
+    ops = Operators(setup, store)
+    key, _ = ops.real("m0", "consensus", "t1")
+    cell = next(c for c in by("negation", "consensus") if c["target"] == "m0" and c["tasks"] == ["t1"])
+    assert cell["accuracy"]["A"] == store.accuracy("m0", setup.tasks["t1"].test, [(key, -1.0)], 1.0)
+    cos = results["diagnostics"]["consensus_cosine"]
+    assert set(cos) == set(setup.tasks) and all(-1 <= v["consensus"] <= 1 and -1 <= v["single"] <= 1 for v in cos.values())
+    tables = (tmp_path / "run" / "tables.md").read_text()
+    assert "| closed form, consensus of sources" in tables and "consensus " in tables and "single source" in tables
+    only = run_experiments(setup, ["addition"], None, progress=False, plots=False, options={"addition": {"sources": "consensus"}})
+    assert "closed_form" not in {c["method"] for c in only["cells"]}
+    with pytest.raises(InvalidInputError, match="sources is one of"):
+        run_experiments(setup, ["negation"], None, progress=False, plots=False, options={"negation": {"sources": "all"}})

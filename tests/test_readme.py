@@ -32,3 +32,18 @@ def test_the_headline_table_is_the_one_the_demo_wrote():
     headline = json.loads((README.parent / "docs" / "headline.json").read_text())
     assert block and block == render_headline(headline).strip()
     assert set(headline["experiments"]) == {"addition", "negation", "generalization"}
+
+
+def test_the_distribution_is_platonic_ta_and_installs_platonic():
+    """PyPI's `platonic` is another project: we ship as platonic-ta, keep `import platonic` and the
+    `platonic` command, and nothing in the library looks the distribution up by name."""
+    import tomllib
+
+    root = README.parents[0]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "platonic-ta"
+    assert project["scripts"] == {"platonic": "platonic.cli:app"}
+    assert "platonic-ta" in README.read_text()
+    lookups = re.compile(r"(version|distribution|metadata|files|requires)\(\s*[\"']platonic[\"']")
+    offenders = [str(p) for p in (root / "src" / "platonic").rglob("*.py") if lookups.search(p.read_text())]
+    assert not offenders

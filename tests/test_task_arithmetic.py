@@ -92,3 +92,30 @@ def test_bad_flavours_lambdas_and_models_without_attention(toy):
         run_task_arithmetic(setup, flavours=["full"], negation_flavours=["linear"], recipe=RECIPE)
     with pytest.raises(InvalidInputError, match="at least two tasks"):
         setup.select(tasks=["t0"])
+
+
+def test_every_merge_rule_with_and_without_orthoreg_on_the_same_fine_tunes(toy, tmp_path):
+    from platonic.merging import MERGE_RULES
+
+    logs = []
+    out = run_experiments(_setup(toy, False), ["task_arithmetic"], tmp_path / "run", plots=False, log=logs.append,
+                          options={"task_arithmetic": {"flavours": ["full"], "lambdas": [1.0], "recipe": RECIPE,
+                                                       "merges": list(MERGE_RULES), "negation_flavours": []}})
+    adds = [c for c in out["cells"] if c["experiment"] == "task_arithmetic/addition" and c["method"] != "zero_shot"]
+    assert {(c["merge"], c["orthoreg"]) for c in adds} == {(m, o) for m in MERGE_RULES for o in (False, True)}
+    assert all(c["alpha"] in ALPHAS for c in adds)
+    # one set of fine-tunes serves every rule: 3 tasks x (plain, lambda 1) trained once, nothing from the cache after
+    assert sum("task vectors" in line for line in logs) == 2
+    by = {(c["merge"], c["orthoreg"]): c for c in adds}
+    assert all(by[(m, o)]["finetuned"] == by[("sum", o)]["finetuned"] for m in MERGE_RULES for o in (False, True))
+    per_merge = out["settings"]["task_arithmetic"]["chosen_lambda_per_merge"]["m0"]["full"]
+    assert set(per_merge) == set(MERGE_RULES)
+    tables = (tmp_path / "run" / "tables.md").read_text()
+    for row in ("| full FT | ", "| full FT + OrthoReg | ", "| full FT, TIES | ", "| full FT, TIES + OrthoReg | ",
+                "| full FT, DARE + OrthoReg | ", "| full FT, ISO-C | ", "| full FT, TSV-M + OrthoReg | "):
+        assert row in tables
+    assert tables == render_tables(out)
+    with pytest.raises(InvalidInputError, match="unknown merge rule"):
+        run_task_arithmetic(_setup(toy, False), flavours=["full"], recipe=RECIPE, merges=["sum", "magic"])
+    with pytest.raises(InvalidInputError, match="more than once"):
+        run_task_arithmetic(_setup(toy, False), flavours=["full"], recipe=RECIPE, merges=["ties", "ties"])

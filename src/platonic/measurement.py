@@ -84,7 +84,8 @@ class ProbeStore:
         if not path.exists():
             raise InvalidInputError(
                 f"the probes with digest {digest[:16]}… are not in the probe store ({self.root}); "
-                "pass them explicitly (--probes), the same ones the descriptor was measured on"
+                "pass them explicitly (--probes), the same ones the descriptor was measured on (a folder decoded "
+                "before issue 35, or measured with it: add --probe-resize shorter-side)"
             )
         return load_file(str(path))["probes"]
 

@@ -5,7 +5,7 @@
 
 A `TaskVector` maps parameter names to tensors. Vectors of one architecture (same names and shapes)
 add, subtract, negate and scale; `sum()` works, and `TaskVector.merge(vectors)` sums many into one
-buffer. Deltas keep the checkpoint's dtype (a float32 model's vector is float32); `add_to_` adds in
+buffer, or merges them by another rule of `platonic.merging` (`rule="ties" | "dare" | "iso_c" | "tsv_m"`). Deltas keep the checkpoint's dtype (a float32 model's vector is float32); `add_to_` adds in
 place, in the parameter's dtype, so merging n vectors of a tower costs one tower-sized buffer, not n
 float64 copies. `apply_to(model, alpha)` returns an edited copy.
 Weight-space *transport* (adding one model's vector to another model of the same architecture but
@@ -22,6 +22,7 @@ from torch import nn
 
 from ._checks import as_finite_scalar
 from .errors import InvalidInputError
+from .merging import merge_rule
 from .storage import write_tensors
 
 
@@ -49,21 +50,35 @@ class TaskVector:
         return cls({k: ft[k].detach() - pre[k].detach() for k in pre if pre[k].is_floating_point()})
 
     @classmethod
-    def merge(cls, vectors, coefficients=None) -> "TaskVector":
-        """sum_i c_i tau_i (c_i = 1 by default), accumulated in one buffer per parameter (in its dtype)."""
+    def merge(cls, vectors, coefficients=None, rule: str = "sum", **settings) -> "TaskVector":
+        """sum_i c_i tau_i (c_i = 1 by default), accumulated in one buffer per parameter (in its dtype).
+
+        rule: a merge rule of `platonic.merging.MERGE_RULES` ("sum"; "ties", "dare", "iso_c", "tsv_m" merge the
+        vectors c_i tau_i by their paper's rule, with `settings` passed on, e.g. density=0.2 or p=0.5).
+        """
         vectors = list(vectors)
-        if not vectors:
-            raise InvalidInputError("merging needs at least one task vector")
-        coefficients = [1.0] * len(vectors) if coefficients is None else [as_finite_scalar("coefficient", c) for c in coefficients]
-        if len(coefficients) != len(vectors):
-            raise InvalidInputError(f"{len(vectors)} task vectors but {len(coefficients)} coefficients")
+        coefficients = cls._coefficients(vectors, coefficients)
         for other in vectors[1:]:
             vectors[0]._check_same(other)
+        if rule != "sum":
+            merge = merge_rule(rule).merge
+            return cls(merge([(c * tau).deltas if c != 1 else tau.deltas for c, tau in zip(coefficients, vectors)], **settings))
+        if settings:
+            raise InvalidInputError(f"the sum takes no settings; got {', '.join(settings)}")
         out = {k: coefficients[0] * v for k, v in vectors[0].deltas.items()}
         for c, tau in zip(coefficients[1:], vectors[1:]):
             for k, acc in out.items():
                 acc.add_(tau.deltas[k].to(acc.dtype), alpha=c)
         return cls(out)
+
+    @staticmethod
+    def _coefficients(vectors: list, coefficients) -> list[float]:
+        if not vectors:
+            raise InvalidInputError("merging needs at least one task vector")
+        coefficients = [1.0] * len(vectors) if coefficients is None else [as_finite_scalar("coefficient", c) for c in coefficients]
+        if len(coefficients) != len(vectors):
+            raise InvalidInputError(f"{len(vectors)} task vectors but {len(coefficients)} coefficients")
+        return coefficients
 
     def _check_same(self, other: "TaskVector") -> None:
         if set(self.deltas) != set(other.deltas):

@@ -85,7 +85,14 @@ def read_descriptors(files: list[Path]) -> list:
     return [Descriptor.load(f).require_plausible_scale() for f in files]
 
 
-def given_probes(model, paths: list[Path]) -> dict:
+def probe_resize_option():
+    """--probe-resize: how a folder of probe images is made canonical (`platonic.models.images`)."""
+    return typer.Option("reference", "--probe-resize", help="How --probes folders' images become probes: reference (the "
+                        "paper's bundle: shorter side to 256, centre 224 crop; the default) or shorter-side (shorter side "
+                        "to 224, then the crop: the path before issue 35, for descriptors measured with it).")
+
+
+def given_probes(model, paths: list[Path], resize: str = "reference") -> dict:
     """{digest: canonical probes} of the probe files / folders given with --probes, for `model`."""
     from ..data.probe_files import load_probes
     from ..hashing import tensor_digest
@@ -93,7 +100,7 @@ def given_probes(model, paths: list[Path]) -> dict:
 
     given = {}
     for p in paths:
-        canon = canonical_probes(model, load_probes(p))
+        canon = canonical_probes(model, load_probes(p, resize=resize))
         given[tensor_digest(canon)] = canon
     return given
 

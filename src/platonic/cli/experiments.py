@@ -54,6 +54,8 @@ def experiment(
     control: list[str] = typer.Option([], "--control", help="NAME (cifar100, imagenet) or NAME=SOURCE: a control set, "
                                       "FOLDER[/test]/CLASS/* or as --task."),
     source: list[str] = typer.Option([], "--source", help="MODEL/TASK=FINETUNE: .safetensors state dict, LoRA dir or spec."),
+    sources: str = typer.Option(None, "--sources", help="addition, negation: single (each other model's descriptor, the "
+                                "default), consensus (their mean, one source per target and task) or both (beyond the paper)."),
     output: Path = typer.Option(Path("runs/experiment"), "-o", "--output", help="Run directory to write."),
     plots: bool = typer.Option(True, help="Draw the PNG plots."),
     adapter_cells: int = typer.Option(0, "--adapter-cells", help="Also fit the adapter route on this many seeded "
@@ -82,6 +84,8 @@ def experiment(
                                   "model names (default: all)."),
     lambdas: str = typer.Option(None, "--lambdas", help="task_arithmetic, orthoreg_sources: OrthoReg's lambda grid within "
                                 "[0.1, 100], chosen on validation (default 0.1,1,10; orthoreg_sources 1,10)."),
+    merges: str = typer.Option(None, "--merges", help="task_arithmetic: comma-separated merge rules of the addition "
+                               "(default sum,ties,dare,iso_c,tsv_m: task arithmetic, TIES, DARE, ISO-C, TSV-M; docs/experiments.md)."),
     negation_flavours: str = typer.Option(None, "--negation-flavours", help="task_arithmetic: the flavours negation "
                                           "runs for (default: every flavour run)."),
     steps: int = typer.Option(None, "--steps", help="task_arithmetic, weight_space, orthoreg_sources: fine-tuning steps "
@@ -112,8 +116,8 @@ def experiment(
         source=tuple(source), output=output, plots=plots, device=device, alpha=alpha, mu_a=mu_a, mu_b=mu_b,
         solve=solve_kind, anchor_images=anchor_images, anchor_weight=anchor_weight, adapter_cells=adapter_cells,
         adapter_lr=adapter_lr, adapter_max_steps=adapter_max_steps, adapter_holdout=adapter_holdout, flavours=flavours,
-        negation_flavours=negation_flavours, lambdas=lambdas, steps=steps, val_size=val_size, models=ta_models,
-        tasks=ta_tasks, world=world, baselines=baselines, ascent_steps=ascent_steps)
+        negation_flavours=negation_flavours, lambdas=lambdas, merges=merges, sources=sources, steps=steps,
+        val_size=val_size, models=ta_models, tasks=ta_tasks, world=world, baselines=baselines, ascent_steps=ascent_steps)
     results = run_request(request, log=console.print)
     console.print((output / "tables.md").read_text())
     what = "task-vector cosine heatmaps" if results["settings"]["experiments"] == ["task_arithmetic"] else "plots"

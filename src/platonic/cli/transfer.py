@@ -17,6 +17,7 @@ from .common import (
     input_paths,
     overwrite_option,
     print_operators,
+    probe_resize_option,
     read_descriptors,
     read_prompts,
 )
@@ -29,6 +30,7 @@ def measure(
                                   "(CLIPVisionModel, SiglipVisionModel), hf:ORG/NAME[@REV], or a model spec."),
     task: str = typer.Option(..., "--task", help="Task name stored in the descriptor."),
     probes: Path = typer.Option(..., "--probes", help="Folder of probe images, or .safetensors with a 'probes' tensor."),
+    probe_resize: str = probe_resize_option(),
     prompts: Path = typer.Option(None, "--prompts", help="UTF-8 text file, one class prompt per line."),
     classes: str = typer.Option(None, "--classes", help="Comma-separated class names (with --template)."),
     template: str = typer.Option("a photo of a {}.", "--template", help="Prompt template for --classes, with one {}."),
@@ -65,7 +67,7 @@ def measure(
     from ..measurement import measure as measure_descriptor
     from ..measurement import require_change
 
-    canon = load_probes(probes)
+    canon = load_probes(probes, resize=probe_resize)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ZeroDescriptorWarning)  # refused below, as an error
         desc = measure_descriptor(model, finetuned, canon, texts, task, batch_size=batch_size, device=device,
@@ -80,6 +82,7 @@ def solve(
     target: str = typer.Option(..., "--target", help="Target model spec."),
     output: Path = typer.Option(..., "-o", "--output", help="Bank file to write."),
     probes: list[Path] = typer.Option([], "--probes", help="Probe files/folders, if not in the probe store."),
+    probe_resize: str = probe_resize_option(),
     mu_a: float = typer.Option(1e-2, "--mu-a", help="Relative ridge weight on the probe side."),
     mu_b: float = typer.Option(1e-6, "--mu-b", help="Relative ridge weight on the prompt side."),
     solve_kind: str = typer.Option("paper", "--solve", help="paper (method §1.2) or anchored: also keep the "
@@ -122,7 +125,7 @@ def solve(
     loaded = read_descriptors(list(descriptors))
     pool = None if anchor_images is None else load_probes(anchor_images, "--anchor-images")
     model = load_model(target, device=device)
-    bank = solve_bank(model, loaded, probes=given_probes(model, probes), config=config, anchor_images=pool)
+    bank = solve_bank(model, loaded, probes=given_probes(model, probes, probe_resize), config=config, anchor_images=pool)
     bank.save(output, overwrite=overwrite)
     console.print(f"wrote {output}: {bank!r}")
     print_operators([op.metadata() for op in bank], [op.delta for op in bank], title="solved operators")
@@ -141,6 +144,7 @@ def apply(
     bank: Path = typer.Option(None, "--bank", help="Operator bank file (closed form)."),
     descriptors: list[Path] = typer.Option([], "--descriptors", help="Descriptor files (adapter route)."),
     probes: list[Path] = typer.Option([], "--probes", help="Probe files/folders, if not in the probe store (adapter route)."),
+    probe_resize: str = probe_resize_option(),
     alpha: float = typer.Option(None, "--alpha", help="Closed-form strength; default 0.5, or 1.0 when every term is "
                                 "negative (the paper's negation)."),
     adapter_dir: Path = typer.Option(None, "--adapter-dir", help="Where to keep the fitted peft adapter directory "
@@ -235,7 +239,7 @@ def apply(
     loaded = read_descriptors(files)
     model = load_model(target, device=device)
     adapter, path = adapt_and_export(model, loaded, parsed, adapter_path, output, options,
-                                     probes=given_probes(model, probes), overwrite=overwrite)
+                                     probes=given_probes(model, probes, probe_resize), overwrite=overwrite)
     residuals = ", ".join(f"{k} {v:.3f}" for k, v in adapter.report["relative_residual"].items())
     console.print(f"fitted {adapter!r} in {adapter.report['steps']} steps; relative residual: {residuals}")
     console.print(f"wrote {adapter_path} (peft adapter) and {path}: {model.spec} + ({', '.join(parsed)}) by the adapter route")

@@ -11,9 +11,10 @@ then resizes these (N, 3, S, S) uint8 probes to its own input size with plain bi
 no antialiasing (`platonic.models.images.to_model_input`).
 
 This is the path of every data source in `platonic.data.sources` (image folders in a YAML setup,
-`hf:` and `torchvision:`). `platonic.models.images.canonical_images` (the `--probes FOLDER` of
-`platonic measure` / `solve` / `apply`) keeps its own path: the shorter side resized straight to S,
-rounded, so that the probe digests of descriptors already written stay valid.
+`hf:` and `torchvision:`) and, since issue 35, of `platonic.models.images.canonical_images` (the
+`--probes FOLDER` of `platonic measure` / `solve` / `apply`): one function, `paper_canonical`, in
+`platonic.models.images`. The earlier folder path (the shorter side resized straight to S, rounded) is
+`canonical_images(..., resize="shorter-side")`, `--probe-resize shorter-side` on the command line.
 """
 
 from __future__ import annotations
@@ -24,10 +25,7 @@ from pathlib import Path
 import torch
 
 from ..errors import InvalidInputError
-from ..models.constants import OPENAI_MEAN, OPENAI_STD
-from ..models.images import CANONICAL_SIZE, check_finite_pixels, to_8bit
-
-RESIZE_RATIO = 256 / 224  # the reference code resizes the shorter side to int(S * 256 / 224), then crops S
+from ..models.images import CANONICAL_SIZE, check_finite_pixels, paper_canonical
 
 
 def open_image(item):
@@ -64,19 +62,6 @@ def _name(item) -> str:
     if isinstance(item, dict):
         return str(item.get("path") or "<bytes>")
     return "<bytes>" if isinstance(item, (bytes, bytearray)) else str(item)
-
-
-def paper_canonical(img, size: int = CANONICAL_SIZE) -> torch.Tensor:
-    """(3, size, size) uint8 of one PIL image, as the reference code stores a probe (module docstring)."""
-    from torchvision.transforms import functional as TF
-
-    img = to_8bit(img).convert("RGB")
-    img = TF.center_crop(TF.resize(img, int(size * RESIZE_RATIO)), [size, size])
-    x = TF.to_tensor(img)  # float32 in [0, 1]
-    mean = torch.tensor(OPENAI_MEAN).view(3, 1, 1)
-    std = torch.tensor(OPENAI_STD).view(3, 1, 1)
-    x = (x - mean) / std  # normalised, as the reference eval transform hands it over ...
-    return ((x * std + mean).clamp(0, 1) * 255).to(torch.uint8)  # ... and de-normalised, truncated
 
 
 def decode_batch(items, size: int = CANONICAL_SIZE) -> torch.Tensor:

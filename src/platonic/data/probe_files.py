@@ -25,9 +25,11 @@ def check_probe_path(path: Path, option: str = "--probes") -> Path:
                             "'probes' tensor")
 
 
-def load_probes(path: Path, option: str = "--probes"):
+def load_probes(path: Path, option: str = "--probes", resize: str = "reference"):
     """A folder of images or of sound files (made canonical: `models.images`, `models.audio`) or a
-    .safetensors file holding a tensor named 'probes' (`option` names the flag in errors)."""
+    .safetensors file holding a tensor named 'probes' (`option` names the flag in errors). resize: how
+    a folder's images are made canonical (`models.images.canonical_images`: "reference", the paper's
+    probe bundle, or "shorter-side", the path before issue 35)."""
     from safetensors.torch import load_file
 
     from ..models.audio import canonical_audio, is_audio_file
@@ -37,7 +39,7 @@ def load_probes(path: Path, option: str = "--probes"):
     if path.is_dir():
         if any(is_audio_file(p) for p in path.rglob("*")):
             return canonical_audio(path)
-        return canonical_images(path)
+        return canonical_images(path, resize=resize)
     try:
         tensors = load_file(str(path))
     except Exception as exc:  # noqa: BLE001 - safetensors raises several types for damaged files

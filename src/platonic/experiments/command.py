@@ -19,10 +19,13 @@ from .._checks import as_device, as_finite_scalar
 from ..adapter import adapt_config_from
 from ..data.probe_files import load_probes
 from ..errors import InvalidInputError
+from ..merging import MERGE_RULES
 from ..preflight import check_cache_writable
 from ..solve_config import CLI_FLAGS, SolveConfig
 from ..storage import atomic_write
 from .protocols.orthoreg_sources import DEFAULT_LAMBDAS as ORTHOREG_SOURCE_LAMBDAS
+from .protocols.paper import SOURCE_CHOICES
+from .protocols.task_arithmetic import check_merges
 from .registry import PROTOCOLS, Protocol, check_experiments
 from .report import check_run_directory, headline_means, render_headline, render_solve_comparison
 from .run import run_experiments
@@ -40,13 +43,14 @@ OPTION_TAKERS: dict[str, Callable[[Protocol], bool]] = {
     "--adapter-holdout": lambda p: p.adapter_part is not None,
     "--flavours": lambda p: "flavours" in p.options, "--negation-flavours": lambda p: "negation_flavours" in p.options,
     "--lambdas": lambda p: "lambdas" in p.options, "--val-size": lambda p: "val_size" in p.options,
+    "--merges": lambda p: "merges" in p.options, "--sources": lambda p: "sources" in p.options,
     "--steps": lambda p: p.fine_tunes,
     "--baselines": lambda p: bool(p.baselines), "--ascent-steps": lambda p: "gradient_ascent" in p.baselines,
 }
 SLICES = ("--models", "--tasks", "--world", "--steps")  # the embedded worlds' setup options
 OPTION_FIELDS = ("alpha", "mu_a", "mu_b", "solve", "anchor_images", "anchor_weight", "adapter_cells", "adapter_lr",
-                 "adapter_max_steps", "adapter_holdout", "flavours", "negation_flavours", "lambdas", "val_size", "steps",
-                 "models", "tasks", "world", "baselines", "ascent_steps")
+                 "adapter_max_steps", "adapter_holdout", "flavours", "negation_flavours", "lambdas", "merges", "sources",
+                 "val_size", "steps", "models", "tasks", "world", "baselines", "ascent_steps")
 
 
 class ExperimentRequest(BaseModel):
@@ -76,6 +80,8 @@ class ExperimentRequest(BaseModel):
     flavours: str | None = None
     negation_flavours: str | None = None
     lambdas: str | None = None
+    merges: str | None = None
+    sources: str | None = None
     steps: int | None = None
     val_size: str | None = None
     models: str | None = None
@@ -224,6 +230,13 @@ def run_request(request: ExperimentRequest, log: Callable[[str], None] = print) 
     options = {p.name: {"val_size": sizes} for p in protocols if "val_size" in p.options and request.val_size is not None}
     for protocol in protocols:
         options.setdefault(protocol.name, {}).update(baseline_options(request, protocol))
+    if request.sources is not None:
+        if request.sources not in SOURCE_CHOICES:
+            raise InvalidInputError(f"--sources is one of {', '.join(SOURCE_CHOICES)} (the other models' descriptors one "
+                                    f"by one, their mean, or both); got {request.sources!r}")
+        for p in protocols:
+            if "sources" in p.options:
+                options.setdefault(p.name, {})["sources"] = request.sources
     if "orthoreg_sources" in names:
         options.setdefault("orthoreg_sources", {})["lambdas"] = (_floats(request.lambdas, "--lambdas") if request.lambdas
                                                                  else list(ORTHOREG_SOURCE_LAMBDAS))
@@ -248,7 +261,8 @@ def _run_standalone(request: ExperimentRequest, protocol: Protocol, sizes: int |
 
     options = {"recipe": TaskVectorRecipe(**({"steps": request.steps} if request.steps is not None else {})),
                "val_size": sizes,
-               "negation_flavours": _csv(request.negation_flavours, "--negation-flavours")}
+               "negation_flavours": _csv(request.negation_flavours, "--negation-flavours"),
+               "merges": check_merges(_csv(request.merges, "--merges") if request.merges else list(MERGE_RULES))}
     if request.lambdas:
         options["lambdas"] = _floats(request.lambdas, "--lambdas")
     if request.flavours:

@@ -35,7 +35,8 @@ from .tables import alpha_table, orthoreg_sources_tables, protocol_table
 
 # labels of the methods several experiments share; each entry labels its own
 SHARED_LABELS = {"zero_shot": "zero-shot", "closed_form": "closed form",
-                 "adapter": "adapter (LoRA fitted to the descriptors)"}
+                 "adapter": "adapter (LoRA fitted to the descriptors)",
+                 "consensus": "closed form, consensus of sources (mean of the other models' descriptors)"}
 ADAPTER_METHODS = ("zero_shot", "closed_form", "adapter")
 
 
@@ -134,18 +135,19 @@ TWO_TASKS = {"A": "task A", "B": "task B"}
 PROTOCOLS = Registry([
     Protocol("addition", addition, "method.md §1.5, two-task addition across models (3,360 cells), alpha 0.5",
              "Two-task addition (accuracy %, mean over cells)",
-             ("zero_shot", "random", "single_a", "single_b", "closed_form", "oracle"),
+             ("zero_shot", "random", "single_a", "single_b", "closed_form", "consensus", "oracle"),
              {"random": "random descriptor", "single_a": "single A only", "single_b": "single B only",
               "oracle": "oracle (target's own descriptors)"},
-             columns=("A", "B"), column_labels=TWO_TASKS, alpha=0.5, adapter_part=addition_adapter,
+             columns=("A", "B"), column_labels=TWO_TASKS, alpha=0.5, adapter_part=addition_adapter, options=("sources",),
+             reports=True,
              adapter_title="Adapter route vs closed form, two-task addition, on the same cells"),
     Protocol("negation", negation, "method.md §1.5, negation at lambda = 1 (240 cells), c = -1, alpha 1",
              "Negation (accuracy %, mean over cells)",
-             ("zero_shot", "closed_form", "target_as_source", "gradient_ascent"),
+             ("zero_shot", "closed_form", "consensus", "target_as_source", "gradient_ascent"),
              {"target_as_source": "target as its own source", "gradient_ascent": "gradient ascent (labelled)"},
              column_labels={"A": "negated task"}, alpha=1.0, slow_part=negation_gradient_ascent,
              adapter_part=negation_adapter, adapter_title="Adapter route vs closed form, negation, on the same cells",
-             options=("baselines", "ascent_steps"), baselines=NEGATION_BASELINES),
+             options=("sources", "baselines", "ascent_steps"), reports=True, baselines=NEGATION_BASELINES),
     Protocol("generalization", generalization, "method.md §1.5, held-out generalisation of a related group",
              "Generalisation to the held-out related task (accuracy %)",
              ("zero_shot", "one_operator", "two_one_source", "two_two_sources"),
@@ -155,11 +157,14 @@ PROTOCOLS = Registry([
     Protocol("alpha", alpha_sweep, "method.md §1.5, strength alpha from 0.5 to 1 (gains vs control cost)",
              "Strength sweep (single-term cross-model addition)", ("zero_shot", "closed_form"), report=alpha_table,
              alpha=None),
-    Protocol("weight_space", weight_space, "method.md §1.7, weight-space baselines (same architecture)",
+    Protocol("weight_space", weight_space, "method.md §1.7, weight-space baselines (same architecture): plain transport, "
+             "GradFix (Rinaldi et al. 2026, ICLR, arXiv 2510.09658), Theseus (Rinaldi et al. 2026, arXiv 2602.12952)",
              "Weight-space baselines (two-task addition on the transports' targets; closed form on the transport cells)",
-             ("zero_shot", "task_arithmetic", "weight_transport", "closed_form"),
+             ("zero_shot", "task_arithmetic", "weight_transport", "gradfix", "theseus", "closed_form"),
              {"task_arithmetic": "task arithmetic within the model (alpha on val)",
-              "weight_transport": "weight-space transport, same architecture (alpha on val)"},
+              "weight_transport": "weight-space transport, same architecture (alpha on val)",
+              "gradfix": "GradFix: transport masked by the target's gradient signs, 10 labelled images per class (alpha on val)",
+              "theseus": "Theseus: transport through Procrustes maps of activations on the probes (alpha on val)"},
              columns=("A", "B"), column_labels=TWO_TASKS, fast_path=False, alpha=0.5, options=("val_size",), reports=True,
              fine_tunes=True),
     Protocol("orthoreg_sources", orthoreg_sources, "method.md §2's OrthoReg fine-tunes as the descriptor sources of §1.5's "
@@ -172,10 +177,12 @@ PROTOCOLS = Registry([
              columns=("A", "B"), column_labels=TWO_TASKS, report=orthoreg_sources_tables, alpha=0.5,
              options=("lambdas", "val_size"), reports=True, fine_tunes=True),
     Protocol("task_arithmetic", run_task_arithmetic, "method.md §2, weight-space task arithmetic per fine-tuning flavour, "
-             "without and with OrthoReg (the OrthoReg paper's tables)",
+             "without and with OrthoReg (the OrthoReg paper's tables), per merge rule: the sum (Ilharco et al. 2023, "
+             "arXiv 2212.04089), TIES (Yadav et al. 2023, arXiv 2306.01708), DARE (Yu et al. 2024, arXiv 2311.03099), "
+             "ISO-C (Marczak et al. 2025, arXiv 2502.04959), TSV-M (Gargiulo et al. 2025, arXiv 2412.00081)",
              "Task arithmetic: addition and negation per flavour, plain and with OrthoReg",
              ("zero_shot", "full", "attention", "lora", "linear"), report=task_arithmetic_tables, fast_path=False,
-             alpha=None, options=("flavours", "lambdas", "negation_flavours", "val_size", "recipe"), solves=False,
+             alpha=None, options=("flavours", "lambdas", "negation_flavours", "val_size", "recipe", "merges"), solves=False,
              fine_tunes=True, standalone="it chooses alpha on validation and fine-tunes its own task vectors"),
 ])
 

@@ -93,10 +93,17 @@ def protocol_table(protocol, results: dict, registry) -> list[str]:
                          registry.label)
     ret = retention(means) if experiment == "addition" else {}
     if ret:
-        gains = {m: {s: 100 * (means[m][s] - means["zero_shot"][s]) for s in ret} for m in ("closed_form", "oracle")}
+        gains = {m: {s: 100 * (means[m][s] - means["zero_shot"][s]) for s in ret} for m in ("closed_form", "consensus", "oracle")
+                 if m in means}
         lines += ["Gain over zero-shot (points): " + "; ".join(
-            f"task {s}: closed form {gains['closed_form'][s]:+.2f}, oracle {gains['oracle'][s]:+.2f}, "
-            f"{_retention_text(ret[s])}" for s in ret), ""]
+            f"task {s}: closed form {gains['closed_form'][s]:+.2f}, "
+            + (f"consensus {gains['consensus'][s]:+.2f}, " if "consensus" in gains else "")
+            + f"oracle {gains['oracle'][s]:+.2f}, {_retention_text(ret[s])}" for s in ret), ""]
+    cos = results.get("diagnostics", {}).get("consensus_cosine") if "consensus" in means else None
+    if cos:
+        lines += ["Cosine to the target's own descriptor (mean over targets and tasks): consensus "
+                  f"{_mean(v['consensus'] for v in cos.values()):.3f}, single source {_mean(v['single'] for v in cos.values()):.3f}; "
+                  "per task: " + ", ".join(f"{t} {v['consensus']:.2f} / {v['single']:.2f}" for t, v in cos.items()), ""]
     return lines
 
 

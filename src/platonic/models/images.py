@@ -4,8 +4,15 @@ The embedded world uses its own, smaller canonical size (`DualEncoder.canonical_
 
 `canonical_images` turns files, a folder, PIL images or tensors into the (N, 3, 224, 224) uint8
 tensor every model is fed from and whose digest identifies the probes (16-bit greyscale is scaled to
-8 bits, not clipped). `to_model_input` resizes it
-bilinearly (plain, no antialiasing, as the reference code) to a model's input size and normalises it with that model's mean and std.
+8 bits, not clipped). Images (files, folders, PIL) are made canonical as the reference code stores its
+probe bundle (`resize="reference"`, the default, `paper_canonical`): the shorter side resized to
+int(S * 256 / 224) (PIL bilinear, which antialiases), the centre S x S cropped, normalised with CLIP's
+mean and std, de-normalised and truncated to uint8. `resize="shorter-side"` is the path before issue 35:
+the shorter side resized straight to S and rounded, then the centre crop; it keeps more of the image's
+border (a frame along the top of a 256 x 320 image survives it and is cropped by the reference's), and the
+probe digests of descriptors measured from folders before then. `to_model_input` resizes the canonical
+probes bilinearly (plain, no antialiasing, as the reference code) to a model's input size and normalises
+them with that model's mean and std.
 """
 
 from __future__ import annotations
@@ -17,8 +24,11 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import InvalidInputError
+from .constants import OPENAI_MEAN, OPENAI_STD
 
 CANONICAL_SIZE = 224
+RESIZE_RATIO = 256 / 224  # the reference code resizes the shorter side to int(S * 256 / 224), then crops S
+RESIZES = ("reference", "shorter-side")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 
 
@@ -62,8 +72,31 @@ def to_8bit(img):
     return Image.fromarray(np.clip(np.rint(a * scale), 0, 255).astype(np.uint8), mode="L")
 
 
-def _pil_to_canonical(img, size: int) -> torch.Tensor:
-    """Resize the shorter side to `size` (bilinear), centre-crop size x size, as (3, size, size) uint8."""
+def paper_canonical(img, size: int = CANONICAL_SIZE) -> torch.Tensor:
+    """(3, size, size) uint8 of one PIL image, as the reference code stores a probe (pta/features.py):
+
+        x = ToTensor(CenterCrop(S)(Resize(int(S * 256 / 224))(img)))
+        canonical = uint8_truncate(clamp((((x - mean) / std) * std + mean), 0, 1) * 255)
+
+    Resize is PIL's bilinear on the shorter side (torchvision's `Resize` on a PIL image), mean / std
+    CLIP's, and the float-to-uint8 step truncates as the reference's `.to(torch.uint8)` does.
+    """
+    from torchvision.transforms import functional as TF
+
+    img = to_8bit(img).convert("RGB")
+    img = TF.center_crop(TF.resize(img, int(size * RESIZE_RATIO)), [size, size])
+    x = TF.to_tensor(img)  # float32 in [0, 1]
+    mean = torch.tensor(OPENAI_MEAN).view(3, 1, 1)
+    std = torch.tensor(OPENAI_STD).view(3, 1, 1)
+    x = (x - mean) / std  # normalised, as the reference eval transform hands it over ...
+    return ((x * std + mean).clamp(0, 1) * 255).to(torch.uint8)  # ... and de-normalised, truncated
+
+
+def _pil_to_canonical(img, size: int, resize: str = "reference") -> torch.Tensor:
+    """One PIL image as (3, size, size) uint8: `paper_canonical`, or ("shorter-side") the shorter side
+    resized to `size` (bilinear, rounded), then the centre size x size."""
+    if resize == "reference":
+        return paper_canonical(img, size)
     from PIL import Image
 
     img = to_8bit(img).convert("RGB")
@@ -84,12 +117,16 @@ def image_files(folder: Path) -> list[Path]:
     return files
 
 
-def canonical_images(images, size: int = CANONICAL_SIZE) -> torch.Tensor:
+def canonical_images(images, size: int = CANONICAL_SIZE, resize: str = "reference") -> torch.Tensor:
     """(N, 3, size, size) uint8 from a tensor, a folder, a list of files or a list of PIL images.
 
-    Tensors: uint8 (N, C, H, W), or float in [0, 1]; grey (C = 1) is repeated to RGB; other sizes are
-    resized bilinearly to size x size. The default size is 224 (method.md §1.6).
+    Images: `resize` "reference" (the paper's probe bundle, the default) or "shorter-side" (module
+    docstring). Tensors (already pixels; `resize` does not apply): uint8 (N, C, H, W), or float in
+    [0, 1]; grey (C = 1) is repeated to RGB; other sizes are resized bilinearly (antialiased) to
+    size x size. The default size is 224 (method.md §1.6).
     """
+    if resize not in RESIZES:
+        raise InvalidInputError(f"probe resize is one of {', '.join(RESIZES)}; got {resize!r}")
     if isinstance(images, (str, Path)):
         images = image_files(Path(images))
     if isinstance(images, torch.Tensor):
@@ -104,14 +141,14 @@ def canonical_images(images, size: int = CANONICAL_SIZE) -> torch.Tensor:
         if isinstance(item, (str, Path)):
             try:
                 with Image.open(item) as img:
-                    out.append(_pil_to_canonical(img, size))
+                    out.append(_pil_to_canonical(img, size, resize))
             except Image.DecompressionBombError as exc:
                 raise InvalidInputError(f"probe image {item} is over PIL's size limit ({exc}); shrink it, or raise "
                                         "PIL.Image.MAX_IMAGE_PIXELS if you trust the file") from None
             except (OSError, ValueError) as exc:
                 raise InvalidInputError(f"cannot read probe image {item}: {exc}") from None
         elif isinstance(item, Image.Image):
-            out.append(_pil_to_canonical(item, size))
+            out.append(_pil_to_canonical(item, size, resize))
         else:
             raise InvalidInputError(f"probe images must be files, PIL images or one tensor; got {type(item).__name__}")
     return torch.stack(out)

@@ -50,7 +50,9 @@ class ExperimentSetup:
     related_group / held_out: tasks whose operators are applied to the held-out related task.
     baselines: optional named callables for baselines that need more than cached features, e.g.
         "gradient_ascent": (model name, task name, steps=None) -> DualEncoder (an edited copy; steps: the
-        ascent's budget, None for the setup's own).
+        ascent's budget, None for the setup's own);
+        "labelled": task name -> (inputs (n, ...) canonical, labels (n,)) its labelled train split (GradFix);
+        "task_vector", "finetunes": the weight-space experiments' fine-tunes (`experiments.engine.sources`).
     diagnostics: results of building the setup (descriptor cosines), written into results.json when a run ends.
     """
 

@@ -12,6 +12,11 @@ Each protocol returns a list of cell records (plain dicts, see docs/results.md):
 - generalization: operators of the related group applied to the held-out related task.
 - alpha_sweep: single-term cross-model additions at several strengths.
 
+Sources (`sources=`, beyond the paper; addition and negation): "single" (each other model's descriptor,
+the paper's cells), "consensus" (one source per target and task: the mean of the K = T - 1 other
+models' descriptors of the task, `platonic.mean`, method "consensus"), or "both". The run's
+diagnostics then hold each kind's mean cosine to the target's own descriptor of the task.
+
 Each is one entry of `experiments.registry.PROTOCOLS`, with its defaults, methods, labels and reference.
 """
 
@@ -20,11 +25,15 @@ from __future__ import annotations
 from itertools import combinations, permutations
 from typing import Callable, Iterable, Sequence
 
+from ...descriptor import mean
+from ...errors import InvalidInputError
 from ...progress import track
 from ..engine.fastpath import FeatureStore, accuracy_end_to_end
 from ..engine.setup import ExperimentSetup
 
 RANDOM_SEED = 42
+SOURCE_CHOICES = ("single", "consensus", "both")
+CONSENSUS = "consensus"
 
 
 def _random_seed(setup: ExperimentSetup, source: str, task: str) -> int:
@@ -32,13 +41,46 @@ def _random_seed(setup: ExperimentSetup, source: str, task: str) -> int:
     return RANDOM_SEED + 1000 * list(setup.models).index(source) + list(setup.tasks).index(task)
 
 
+def source_names(setup: ExperimentSetup, target: str, sources: str = "single") -> list[str]:
+    """The sources of a cell on `target`: the other models ("single"), `CONSENSUS`, or both."""
+    if sources not in SOURCE_CHOICES:
+        raise InvalidInputError(f"sources is one of {', '.join(SOURCE_CHOICES)}; got {sources!r}")
+    singles = [m for m in setup.models if m != target]
+    return {"single": singles, "consensus": [CONSENSUS], "both": [*singles, CONSENSUS]}[sources]
+
+
+def consensus_descriptor(setup: ExperimentSetup, target: str, task: str):
+    """The mean of every other model's descriptor of `task` (they share the task's probes and prompts)."""
+    others = [m for m in setup.models if m != target]
+    if not others:
+        raise InvalidInputError("a consensus of sources needs a model other than the target")
+    return mean(setup.descriptors[(m, task)] for m in others)
+
+
+def consensus_cosines(setup: ExperimentSetup) -> dict:
+    """Per task: the mean cosine to the target's own descriptor of the consensus and of a single source."""
+    out = {}
+    for task in setup.tasks:
+        cons, single = [], []
+        for target in setup.models:
+            own = setup.descriptors[(target, task)]
+            cons.append(consensus_descriptor(setup, target, task).cosine(own))
+            single += [setup.descriptors[(m, task)].cosine(own) for m in setup.models if m != target]
+        out[task] = {"consensus": sum(cons) / len(cons), "single": sum(single) / len(single)}
+    return out
+
+
 class Operators:
-    """Keys for the operators a cell uses: ("real", source, task), ("random", source, task)."""
+    """Keys for the operators a cell uses: ("real", source, task), ("random", source, task), and for the
+    consensus source ("consensus", target, task)."""
 
     def __init__(self, setup: ExperimentSetup, store: FeatureStore):
         self.setup, self.store = setup, store
 
     def real(self, target: str, source: str, task: str):
+        if source == CONSENSUS:
+            key = (CONSENSUS, target, task)
+            return key, self.store.operator(target, key, consensus_descriptor(self.setup, target, task)).residual
         key = ("real", source, task)
         op = self.store.operator(target, key, self.setup.descriptors[(source, task)])
         return key, op.residual
@@ -61,20 +103,31 @@ def cell_record(experiment, method, target, sources, tasks, coefficients, alpha,
             "accuracy": accuracy, "residuals": [round(r, 6) for r in residuals]}
 
 
-def addition(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5, progress: bool = True) -> list[dict]:
+def _note_consensus(setup: ExperimentSetup, sources: str, report: dict | None) -> None:
+    if sources != "single" and report is not None:
+        report.setdefault("diagnostics", {})["consensus_cosine"] = consensus_cosines(setup)
+
+
+def addition(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5, progress: bool = True, sources: str = "single",
+             report: dict | None = None, log=None) -> list[dict]:
     ops = Operators(setup, store)
     cells = []
     pairs = list(combinations(setup.tasks, 2))
     for target in track(list(setup.models), description="addition: targets", enabled=progress):
-        sources = [m for m in setup.models if m != target]
+        names = source_names(setup, target, sources)
         for a, b in pairs:
             slots = {"A": a, "B": b}
             cells.append(cell_record("addition", "zero_shot", target, [], [a, b], [], 0.0, accuracies(store, setup, target, slots, [], 0.0)))
             (ka, ra), (kb, rb) = ops.real(target, target, a), ops.real(target, target, b)
             cells.append(cell_record("addition", "oracle", target, [target, target], [a, b], [1, 1], alpha,
                                accuracies(store, setup, target, slots, [(ka, 1.0), (kb, 1.0)], alpha), [ra, rb]))
-            for sa in sources:
-                for sb in sources:
+            if CONSENSUS in names:
+                (ka, ra), (kb, rb) = ops.real(target, CONSENSUS, a), ops.real(target, CONSENSUS, b)
+                cells.append(cell_record("addition", "consensus", target, [CONSENSUS, CONSENSUS], [a, b], [1, 1], alpha,
+                                   accuracies(store, setup, target, slots, [(ka, 1.0), (kb, 1.0)], alpha), [ra, rb]))
+            singles = [m for m in names if m != CONSENSUS]
+            for sa in singles:
+                for sb in singles:
                     (ka, ra), (kb, rb) = ops.real(target, sa, a), ops.real(target, sb, b)
                     (qa, xa), (qb, xb) = ops.random(target, sa, a), ops.random(target, sb, b)
                     for method, terms, residuals in (
@@ -86,19 +139,22 @@ def addition(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5, pr
                         cells.append(cell_record("addition", method, target, [sa, sb], [a, b], [c for _, c in terms], alpha,
                                            accuracies(store, setup, target, slots, terms, alpha), residuals))
         store.drop_deltas(target)
+    _note_consensus(setup, sources, report)
     return cells
 
 
 NEGATION_BASELINES = ("target_as_source", "gradient_ascent")  # beside the closed form; --baselines chooses
 
 
-def negation(setup: ExperimentSetup, store: FeatureStore, alpha: float = 1.0, progress: bool = True,
-             baselines: Sequence[str] = NEGATION_BASELINES) -> list[dict]:
-    """Negation cells; `baselines` (of NEGATION_BASELINES) says which baselines run beside the closed form
-    (gradient ascent runs in `negation_gradient_ascent`, after the fast path)."""
+def negation(setup: ExperimentSetup, store: FeatureStore, alpha: float = 1.0, progress: bool = True, sources: str = "single",
+             baselines: Sequence[str] = NEGATION_BASELINES, report: dict | None = None, log=None) -> list[dict]:
+    """Negation cells; `sources` single, consensus or both (as `addition`); `baselines` (of NEGATION_BASELINES)
+    says which baselines run beside the closed form (gradient ascent runs in `negation_gradient_ascent`,
+    after the fast path)."""
     ops = Operators(setup, store)
     cells = []
     for target in track(list(setup.models), description="negation: targets", enabled=progress):
+        names = source_names(setup, target, sources)
         for task in setup.tasks:
             slots = {"A": task}
             cells.append(cell_record("negation", "zero_shot", target, [], [task], [], 0.0, accuracies(store, setup, target, slots, [], 0.0)))
@@ -106,11 +162,12 @@ def negation(setup: ExperimentSetup, store: FeatureStore, alpha: float = 1.0, pr
                 key, r = ops.real(target, target, task)
                 cells.append(cell_record("negation", "target_as_source", target, [target], [task], [-1.0], alpha,
                                    accuracies(store, setup, target, slots, [(key, -1.0)], alpha), [r]))
-            for source in (m for m in setup.models if m != target):
+            for source in names:
                 key, r = ops.real(target, source, task)
-                cells.append(cell_record("negation", "closed_form", target, [source], [task], [-1.0], alpha,
-                                   accuracies(store, setup, target, slots, [(key, -1.0)], alpha), [r]))
+                cells.append(cell_record("negation", "consensus" if source == CONSENSUS else "closed_form", target, [source],
+                                   [task], [-1.0], alpha, accuracies(store, setup, target, slots, [(key, -1.0)], alpha), [r]))
         store.drop_deltas(target)
+    _note_consensus(setup, sources, report)
     return cells
 
 

@@ -5,13 +5,15 @@ For each model and flavour (full, attention = ATT-FT, lora = LoRA-ATT, linear = 
 is fine-tuned on its train split (text tower frozen, prompt head frozen) into tau_t, once plainly
 (lambda = 0) and once per OrthoReg weight lambda of the grid. Then
 
-- addition: theta_0 + alpha * sum_t tau_t, alpha in linspace(0, 1, 21) chosen by the mean normalised
-  accuracy on the tasks' *validation* splits (normalised = merged accuracy / the task's own fine-tune's);
-  the test splits are encoded once, at the chosen alpha: absolute and normalised accuracy per task;
-- lambda: the grid value whose merged model (at its chosen alpha) has the highest mean *absolute*
-  validation accuracy (ties: the smaller lambda). Not the normalised one: a lambda that spoils the
-  fine-tunes shrinks the denominator and would win on the ratio while the merged model gains nothing;
-- negation (for `negation_flavours`): theta_0 - alpha * tau_t, alpha the grid value with the lowest
+- addition, per merge rule of `merges` (`platonic.merging`: "sum" = sum_t tau_t, task arithmetic; "ties",
+  "dare", "iso_c", "tsv_m"): theta_0 + alpha * merge(tau_1..tau_n), alpha in linspace(0, 1, 21) chosen by the
+  mean normalised accuracy on the tasks' *validation* splits (normalised = merged accuracy / the task's
+  own fine-tune's); the test splits are encoded once, at the chosen alpha: absolute and normalised
+  accuracy per task. Every rule merges the same fine-tunes and uses the same alpha grid;
+- lambda, per merge rule: the grid value whose merged model (at its chosen alpha) has the highest mean
+  *absolute* validation accuracy (ties: the smaller lambda). Not the normalised one: a lambda that spoils
+  the fine-tunes shrinks the denominator and would win on the ratio while the merged model gains nothing;
+- negation (for `negation_flavours`; one task vector, so no merge rule): theta_0 - alpha * tau_t, alpha the grid value with the lowest
   validation accuracy on t among those keeping every control's validation accuracy >= 95% of its
   zero-shot; reported on the test splits (target t, controls);
 - the cosine between the task vectors, per flavour, plain and with OrthoReg (heatmaps).
@@ -22,7 +24,8 @@ f_0 + alpha * (f(tau) - f_0) from one tangent pass (exact, not an approximation)
 cached (`finetune_cache`). Each phase's time is recorded and printed.
 
 Cells (results.json, docs/results.md): experiment "task_arithmetic/addition" | "task_arithmetic/negation",
-method = flavour, plus "orthoreg" (bool), "lambda", "alpha", accuracies and normalised accuracies.
+method = flavour, plus "merge" (the rule; negation: "sum"), "orthoreg" (bool), "lambda", "alpha",
+accuracies and normalised accuracies.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import torch
 
 from ...errors import InvalidInputError
 from ...finetuning.attention import attention_weight_names
+from ...merging import MERGE_RULES, merge_rule
 from ...task_vector import TaskVector
 from ..engine import Features, TaskVectorRecipe, Variants, aligned, cached_task_vector, check_lambdas, val_subset
 from ..setups import TaskArithmeticSetup
@@ -44,6 +48,18 @@ ALPHAS = tuple(round(i / 20, 2) for i in range(21))  # np.linspace(0, 1, 21)
 DEFAULT_LAMBDAS = (0.1, 1.0, 10.0)
 CONTROL_KEEP = 0.95
 EXPERIMENT = "task_arithmetic"
+
+
+def check_merges(merges: Sequence[str]) -> list[str]:
+    """Refuse unknown, repeated or no merge rules (before any fine-tune)."""
+    merges = list(merges)
+    if not merges:
+        raise InvalidInputError(f"name one or more merge rules: {', '.join(MERGE_RULES)}")
+    for m in merges:
+        merge_rule(m)
+    if len(set(merges)) != len(merges):
+        raise InvalidInputError("a merge rule is named more than once; name each once")
+    return merges
 
 
 def check_flavours(setup: TaskArithmeticSetup, flavours: Sequence[str]) -> None:
@@ -87,14 +103,17 @@ class _Run:
 
 def run_task_arithmetic(setup: TaskArithmeticSetup, flavours: Sequence[str] = FLAVOURS, lambdas: Sequence[float] = DEFAULT_LAMBDAS,
                         recipe: TaskVectorRecipe | None = None, negation_flavours: Sequence[str] | None = None,
-                        val_size: int | None = None, progress: bool = True, log: Callable[[str], None] | None = None) -> dict:
+                        val_size: int | None = None, progress: bool = True, log: Callable[[str], None] | None = None,
+                        merges: Sequence[str] = ("sum",)) -> dict:
     """Fine-tune, merge, negate and report; returns {"cells", "timings", "settings", "diagnostics"}.
 
     val_size: at most this many items of each validation split (task and control) are used for the
     choices (a seeded subset; None: all). negation_flavours: the flavours negation runs for (default: all).
+    merges: the merge rules of the addition (`platonic.merging.MERGE_RULES`; default the sum alone).
     """
     recipe = recipe or TaskVectorRecipe()
     flavours = list(flavours)
+    merges = check_merges(merges)
     check_flavours(setup, flavours)
     lambdas = check_lambdas(lambdas)
     negation_flavours = flavours if negation_flavours is None else list(negation_flavours)
@@ -113,6 +132,7 @@ def run_task_arithmetic(setup: TaskArithmeticSetup, flavours: Sequence[str] = FL
     cells: list[dict] = []
     heatmaps: dict[str, dict] = {}
     chosen_lambda: dict[str, dict[str, float]] = {}
+    per_merge: dict[str, dict[str, dict[str, float]]] = {}
 
     def timed(phase: str, start: float) -> None:
         timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - start
@@ -139,7 +159,7 @@ def run_task_arithmetic(setup: TaskArithmeticSetup, flavours: Sequence[str] = FL
 
         for flavour in flavours:
             variants = Variants(feats, flavour, zero_shot)
-            runs: dict[float, _Run] = {}
+            runs: dict[tuple[str, float], _Run] = {}
             for lam in (0.0, *lambdas):
                 start = time.perf_counter()
                 taus, hits = {}, 0
@@ -154,50 +174,65 @@ def run_task_arithmetic(setup: TaskArithmeticSetup, flavours: Sequence[str] = FL
                     f"{time.perf_counter() - start:.1f} s")
                 start = time.perf_counter()
                 ft_val = {t: feats.accuracy(variants.features(taus[t], 1.0, [val[t]])[val[t].name], val[t]) for t in tasks}
-                merged = TaskVector.merge(taus.values())
-                curve, absolute = {}, {}
-                for a in ALPHAS:
-                    z = variants.features(merged, a, list(val.values()))
-                    accs = {t: feats.accuracy(z[val[t].name], val[t]) for t in tasks}
-                    curve[a] = _mean(accs[t] / max(ft_val[t], 1e-12) for t in tasks)
-                    absolute[a] = _mean(accs.values())
-                best = max(ALPHAS, key=lambda a: (curve[a], -a))
-                runs[lam] = _Run(lam, taus, merged, ft_val, best, curve, absolute[best])
+                for rule in merges:
+                    runs[(rule, lam)] = _choose_alpha(feats, variants, lam, taus, ft_val, rule, val, tasks)
+                    run = runs[(rule, lam)]
+                    say(f"  {merge_rule(rule).label}: alpha {run.alpha:g} (validation: mean normalised accuracy "
+                        f"{100 * run.val_curve[run.alpha]:.2f}, absolute {100 * run.val_absolute:.2f})")
                 timed("addition: alpha on validation", start)
-                say(f"  alpha {best:g} (validation: mean normalised accuracy {100 * curve[best]:.2f}, absolute "
-                    f"{100 * absolute[best]:.2f}), {time.perf_counter() - start:.1f} s")
-            lam_star = max(lambdas, key=lambda x: (runs[x].val_absolute, -x))
-            chosen_lambda.setdefault(mname, {})[flavour] = lam_star
-            say(f"{mname} {flavour}: lambda {lam_star:g} chosen on validation")
-            for orthoreg, run in ((False, runs[0.0]), (True, runs[lam_star])):
-                start = time.perf_counter()
-                ft_test = {t: feats.accuracy(variants.features(run.taus[t], 1.0, [test[t]])[test[t].name], test[t]) for t in tasks}
-                z = variants.features(run.merged, run.alpha, [*test.values(), *ctest.values()])
-                acc = {**{t: feats.accuracy(z[test[t].name], test[t]) for t in tasks},
-                       **{c: feats.accuracy(z[s.name], s) for c, s in ctest.items()}}
-                cells.append({"experiment": f"{EXPERIMENT}/addition", "method": flavour, "target": mname, "sources": [mname],
-                              "tasks": tasks, "coefficients": [1.0] * len(tasks), "alpha": run.alpha, "orthoreg": orthoreg,
-                              "lambda": run.lam, "accuracy": acc,
-                              "normalized": {t: acc[t] / max(ft_test[t], 1e-12) for t in tasks},
-                              "finetuned": ft_test, "finetuned_val": run.ft_val,
-                              "val_curve": {f"{a:g}": v for a, v in run.val_curve.items()},
-                              "lambda_scores": {f"{x:g}": runs[x].val_absolute for x in lambdas} if orthoreg else {},
-                              "residuals": []})
-                timed("addition: test at the chosen alpha", start)
-                label = f"{flavour}{' + OrthoReg' if orthoreg else ''}"
-                heatmaps[f"ta_{mname}_{flavour}_{'orthoreg' if orthoreg else 'plain'}"] = {
-                    "title": f"task-vector cosine, {mname}, {label}" + (f" (lambda {run.lam:g})" if orthoreg else ""),
-                    "labels": tasks, "matrix": _cosines(run.taus)}
-                if flavour in negation_flavours:
+                say(f"  alpha on validation, {time.perf_counter() - start:.1f} s")
+            for rule in merges:
+                lam_star = max(lambdas, key=lambda x: (runs[(rule, x)].val_absolute, -x))
+                per_merge.setdefault(mname, {}).setdefault(flavour, {})[rule] = lam_star
+                say(f"{mname} {flavour} {merge_rule(rule).label}: lambda {lam_star:g} chosen on validation")
+            chosen_lambda.setdefault(mname, {})[flavour] = per_merge[mname][flavour][merges[0]]
+            for rule in merges:
+                for orthoreg in (False, True):
+                    run = runs[(rule, per_merge[mname][flavour][rule] if orthoreg else 0.0)]
                     start = time.perf_counter()
-                    cells += _negation(feats, variants, mname, flavour, orthoreg, run, tasks, val, test, cval, ctest, zs_val_ctrl)
-                    timed("negation", start)
-                variants.forget()
+                    ft_test = {t: feats.accuracy(variants.features(run.taus[t], 1.0, [test[t]])[test[t].name], test[t]) for t in tasks}
+                    z = variants.features(run.merged, run.alpha, [*test.values(), *ctest.values()])
+                    acc = {**{t: feats.accuracy(z[test[t].name], test[t]) for t in tasks},
+                           **{c: feats.accuracy(z[s.name], s) for c, s in ctest.items()}}
+                    cells.append({"experiment": f"{EXPERIMENT}/addition", "method": flavour, "merge": rule, "target": mname,
+                                  "sources": [mname], "tasks": tasks, "coefficients": [1.0] * len(tasks), "alpha": run.alpha,
+                                  "orthoreg": orthoreg, "lambda": run.lam, "accuracy": acc,
+                                  "normalized": {t: acc[t] / max(ft_test[t], 1e-12) for t in tasks},
+                                  "finetuned": ft_test, "finetuned_val": run.ft_val,
+                                  "val_curve": {f"{a:g}": v for a, v in run.val_curve.items()},
+                                  "lambda_scores": {f"{x:g}": runs[(rule, x)].val_absolute for x in lambdas} if orthoreg else {},
+                                  "residuals": []})
+                    timed("addition: test at the chosen alpha", start)
+                    if rule != merges[0]:
+                        continue
+                    label = f"{flavour}{' + OrthoReg' if orthoreg else ''}"
+                    heatmaps[f"ta_{mname}_{flavour}_{'orthoreg' if orthoreg else 'plain'}"] = {
+                        "title": f"task-vector cosine, {mname}, {label}" + (f" (lambda {run.lam:g})" if orthoreg else ""),
+                        "labels": tasks, "matrix": _cosines(run.taus)}
+                    if flavour in negation_flavours:
+                        start = time.perf_counter()
+                        cells += _negation(feats, variants, mname, flavour, orthoreg, run, tasks, val, test, cval, ctest, zs_val_ctrl)
+                        timed("negation", start)
+            variants.forget()
     return {"cells": cells, "timings": timings,
             "settings": {"flavours": flavours, "lambdas": list(lambdas), "alphas": list(ALPHAS), "recipe": recipe.model_dump(),
                          "negation_flavours": negation_flavours, "val_size": val_size, "control_keep": CONTROL_KEEP,
-                         "chosen_lambda": chosen_lambda},
+                         "merges": merges, "merge_papers": {m: merge_rule(m).paper for m in merges},
+                         "chosen_lambda": chosen_lambda, "chosen_lambda_per_merge": per_merge},
             "diagnostics": {"cosine_matrices": heatmaps}}
+
+
+def _choose_alpha(feats, variants, lam, taus, ft_val, rule, val, tasks) -> _Run:
+    """The merged vector of `rule` and its alpha on validation (the mean normalised accuracy; ties: the smaller alpha)."""
+    merged = TaskVector.merge(taus.values(), rule=rule)
+    curve, absolute = {}, {}
+    for a in ALPHAS:
+        z = variants.features(merged, a, list(val.values()))
+        accs = {t: feats.accuracy(z[val[t].name], val[t]) for t in tasks}
+        curve[a] = _mean(accs[t] / max(ft_val[t], 1e-12) for t in tasks)
+        absolute[a] = _mean(accs.values())
+    best = max(ALPHAS, key=lambda a: (curve[a], -a))
+    return _Run(lam, taus, merged, ft_val, best, curve, absolute[best])
 
 
 def _negation(feats, variants, mname, flavour, orthoreg, run, tasks, val, test, cval, ctest, zs_val_ctrl) -> list[dict]:
@@ -214,7 +249,7 @@ def _negation(feats, variants, mname, flavour, orthoreg, run, tasks, val, test, 
         best = min(scores, key=lambda a: (scores[a], a))
         z = variants.features(tau, -best, [test[t], *ctest.values()])
         acc = {"A": feats.accuracy(z[test[t].name], test[t]), **{c: feats.accuracy(z[s.name], s) for c, s in ctest.items()}}
-        cells.append({"experiment": f"{EXPERIMENT}/negation", "method": flavour, "target": mname, "sources": [mname],
+        cells.append({"experiment": f"{EXPERIMENT}/negation", "method": flavour, "merge": "sum", "target": mname, "sources": [mname],
                       "tasks": [t], "coefficients": [-1.0], "alpha": best, "orthoreg": orthoreg, "lambda": run.lam,
                       "accuracy": acc, "residuals": []})
     return cells

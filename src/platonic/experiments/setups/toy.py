@@ -134,5 +134,6 @@ def toy_setup(seed: int = 0, k: int = 24, classes: int = 5, widths=((48, 32), (6
         return finetune(models[model], x, y, tasks[task].prompts, cfg, progress=False)[0]
 
     return ExperimentSetup("toy", models, tasks, controls, descriptors, related_group=("t1", "t2"), held_out="t3",
-                           baselines={"task_vector": sources.task_vector, "gradient_ascent": gradient_ascent, "finetunes": sources},
+                           baselines={"task_vector": sources.task_vector, "gradient_ascent": gradient_ascent, "finetunes": sources,
+                                      "labelled": train.__getitem__},
                            diagnostics=descriptor_cosines(list(models), list(tasks), on_grid))

@@ -147,7 +147,7 @@ def parts_setup(world, label: str, task_names, related_group, held_out_related, 
     return ExperimentSetup(f"{label} ({world.path.name}, sources: {source_kind} fine-tunes)", models, tasks, world.controls,
                            descriptors, related_group=related if held_out else (), held_out=held_out,
                            baselines={"gradient_ascent": gradient_ascent, "task_vector": sources.task_vector,
-                                      "finetunes": sources},
+                                      "finetunes": sources, "labelled": world.train},
                            diagnostics=GridDiagnostics(descriptors))
 
 

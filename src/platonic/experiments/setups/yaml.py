@@ -79,6 +79,7 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
         return finetune(models[target], images, labels, tasks[task].prompts, budget, progress=False)[0]
 
     return ExperimentSetup(config.name, models, tasks, controls, descriptors, related_group=tuple(config.related_group),
-                           held_out=config.held_out, baselines={"gradient_ascent": gradient_ascent, "task_vector": task_vector},
+                           held_out=config.held_out, baselines={"gradient_ascent": gradient_ascent, "task_vector": task_vector,
+                                                                          "labelled": train.__getitem__},
                            diagnostics={**descriptor_cosines(list(models), list(tasks), on_grid),
                                         **({"finetunes": trained} if trained else {})})
