@@ -59,14 +59,19 @@ def adapt_and_export(model: DualEncoder, descriptors: Sequence, terms: Mapping[s
     keep it as a peft directory at `adapter_path`, merge it and export the model to `output`.
 
     options: `AdaptConfig` settings; probes: {digest: canonical probes} not in the probe store.
-    Returns (adapter, the export's path).
+    Returns (adapter, the export's path). In a data-parallel launch (`platonic.distributed`) the fit is
+    shared by the processes and the main process alone writes the adapter and the export.
     """
     from .adapter import adapt, adapt_config_from, select_terms
+    from .distributed import on_main
 
     config = adapt_config_from(options)
     chosen = select_terms(descriptors, terms)
-    adapter = adapt(model, chosen, config=config, probes=dict(probes or {}))
-    adapter.save(adapter_path)
+    adapter = adapt(model, chosen, config=config, probes=dict(probes or {}), device=model.device)
     adapter.merge_into(model)
-    path = save_model(model, output, {"adapter_dir": str(adapter_path)}, overwrite=overwrite)
-    return adapter, path
+
+    def write() -> Path:
+        adapter.save(adapter_path)
+        return save_model(model, output, {"adapter_dir": str(adapter_path)}, overwrite=overwrite)
+
+    return adapter, on_main(write) or Path(output)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from .common import console, device_option
+from .common import batch_size_option, console, dtype_option, num_workers_option
 
 
 def registry_defaults(setting: str) -> str:
@@ -78,24 +78,34 @@ def experiment(
                                  "it (default: all; weight_space 500)."),
     world: Path = typer.Option(None, "--world", help="a built world directory to run on (default: "
                                "the cached world of $PLATONIC_WORLD_PROFILE, built if needed)."),
-    device: str = device_option(),
+    device: str = typer.Option(None, "--device", help="torch device, e.g. cpu, cuda or cuda:1 (default: cuda when a "
+                               "GPU is present, else cpu; the built-in setups run on the cpu). In a launch of N "
+                               "processes process k takes cuda:k."),
+    dtype: str = dtype_option(),
+    batch_size: int = batch_size_option(),
+    num_workers: int = num_workers_option(),
 ) -> None:
     """Run the paper's experiment protocols and write results.json, tables.md and plots.
 
     On the embedded world by default; on your own models with a YAML setup (--setup FILE.yaml) or with
     --model / --task / --source / --control (added to the YAML's when both are given). The run
-    directory must be new, empty, or an earlier run's (whose results and plots are replaced).
+    directory must be new, empty, or an earlier run's (whose results and plots are replaced). In a launch of
+    N processes (accelerate launch --multi_gpu --num_processes N -m platonic.cli experiment ...) the run's
+    jobs (fine-tunes, measurements, encodings, adapter fits) are spread over them and the main process writes.
     """
+    from ..distributed import current
     from ..experiments.command import ExperimentRequest, run_request
 
     request = ExperimentRequest(
         names=tuple(names), setup=setup, model=tuple(model), task=tuple(task), control=tuple(control),
-        source=tuple(source), output=output, plots=plots, device=device, alpha=alpha, mu_a=mu_a, mu_b=mu_b,
+        source=tuple(source), output=output, plots=plots, device=device, dtype=dtype, batch_size=batch_size,
+        num_workers=num_workers, alpha=alpha, mu_a=mu_a, mu_b=mu_b,
         solve=solve_kind, anchor_images=anchor_images, anchor_weight=anchor_weight, adapter_cells=adapter_cells,
         adapter_lr=adapter_lr, adapter_max_steps=adapter_max_steps, adapter_holdout=adapter_holdout, flavours=flavours,
         negation_flavours=negation_flavours, lambdas=lambdas, steps=steps, val_size=val_size, models=ta_models,
         tasks=ta_tasks, world=world)
     results = run_request(request, log=console.print)
+    console.quiet = not current().is_main
     console.print((output / "tables.md").read_text())
     what = "task-vector cosine heatmaps" if results["settings"]["experiments"] == ["task_arithmetic"] else "plots"
     console.print(f"report: {output}/ (results.json, tables.md, {what})")

@@ -10,18 +10,23 @@ import typer
 from ..errors import InvalidInputError, ZeroDescriptorWarning
 from ..terms import default_alpha, parse_terms
 from .common import (
+    batch_size_option,
     console,
     device_option,
+    dtype_option,
     given_probes,
     input_paths,
+    num_workers_option,
     overwrite_option,
     print_operators,
     read_descriptors,
     read_prompts,
+    use_compute,
 )
 
 
 def measure(
+    ctx: typer.Context,
     model: str = typer.Option(..., "--model", help="The pre-trained model spec, e.g. open_clip:ViT-B-32/laion2b_s34b_b79k."),
     finetuned: str = typer.Option(..., "--finetuned", help="Fine-tune: a state dict (.safetensors; open_clip's .bin / "
                                   ".pt / .pth), a peft LoRA adapter dir, a transformers vision-only save_pretrained dir "
@@ -33,17 +38,20 @@ def measure(
     template: str = typer.Option("a photo of a {}.", "--template", help="Prompt template for --classes, with one {}."),
     output: Path = typer.Option(..., "-o", "--output", help="Descriptor file to write."),
     device: str = device_option(),
-    batch_size: int = typer.Option(64, "--batch-size", min=1),
+    dtype: str = dtype_option(),
+    batch_size: int = batch_size_option(),
+    num_workers: int = num_workers_option(),
     require_pinned: bool = typer.Option(False, "--require-pinned", help="Refuse a hub fine-tune that names no commit "
                                         "(write hf:ORG/NAME@COMMIT)."),
     overwrite: bool = overwrite_option(),
 ) -> None:
     """Measure the universal task descriptor of a fine-tune (N probes x M prompts).
 
-    The descriptor's provenance records the fine-tune as loaded: its revision and how many tensors.
+    The descriptor's provenance records the fine-tune as loaded: its revision and how many tensors. In a
+    launch of N processes each encodes its share of the probes; the main process writes the descriptor.
     """
-    from .._checks import as_device
     from ..data.probe_files import load_probes
+    from ..distributed import on_main
     from ..finetuning import require_exists
     from ..finetuning import require_pinned as refuse_unpinned
     from ..measurement import measure as measure_descriptor
@@ -51,7 +59,7 @@ def measure(
     from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs
     from ..storage import artifact_kind
 
-    as_device(device)
+    settings = use_compute(ctx, device, dtype, batch_size, num_workers)
     check_spec(model)
     texts = read_prompts(prompts, classes, template)
     require_exists(finetuned)
@@ -63,17 +71,18 @@ def measure(
     canon = load_probes(probes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ZeroDescriptorWarning)  # refused below, as an error
-        desc = measure_descriptor(model, finetuned, canon, texts, task, batch_size=batch_size, device=device,
+        desc = measure_descriptor(model, finetuned, canon, texts, task, device=settings.device,
                                   require_pinned=require_pinned)
     if desc.norm() == 0:
         raise InvalidInputError(f"the fine-tune {finetuned} changed nothing on these probes: the descriptor is all "
                                 f"zeros, so an operator solved from it would be no edit; nothing was written. Check "
                                 "that --finetuned is the fine-tuned model and not the pre-trained one")
-    desc.save(output, overwrite=overwrite)
+    on_main(lambda: desc.save(output, overwrite=overwrite))
     console.print(f"wrote {output}: {desc!r}")
 
 
 def solve(
+    ctx: typer.Context,
     descriptors: list[Path] = typer.Argument(..., help="Descriptor files."),
     target: str = typer.Option(..., "--target", help="Target model spec."),
     output: Path = typer.Option(..., "-o", "--output", help="Bank file to write."),
@@ -87,18 +96,24 @@ def solve(
     anchor_weight: float = typer.Option(1.0, "--anchor-weight", help="Relative weight of the pool (1: as much as "
                                         "the probes; lambda = w ||F||^2 / ||F_pool||^2)."),
     device: str = device_option(),
+    dtype: str = dtype_option(),
+    batch_size: int = batch_size_option(),
+    num_workers: int = num_workers_option(),
     overwrite: bool = overwrite_option(),
 ) -> None:
-    """Solve descriptors into an operator bank for a target model (any architecture)."""
-    from .._checks import as_device
+    """Solve descriptors into an operator bank for a target model (any architecture).
+
+    The target's embeddings of the probes and prompts run on --device under --dtype; the solve itself is float64.
+    """
     from ..data.probe_files import load_probes
+    from ..distributed import on_main
     from ..models import check_spec, load_model
     from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs
     from ..solve_config import CLI_FLAGS, SolveConfig
     from ..storage import artifact_kind
     from ..transfer import check_pool, solve_bank
 
-    as_device(device)
+    settings = use_compute(ctx, device, dtype, batch_size, num_workers)
     check_spec(target)
     config = SolveConfig.parse({"kind": solve_kind, "mu_a": mu_a, "mu_b": mu_b, "anchor_weight": anchor_weight},
                                CLI_FLAGS)
@@ -108,14 +123,15 @@ def solve(
     check_cache_writable()
     loaded = read_descriptors(list(descriptors))
     pool = None if anchor_images is None else load_probes(anchor_images, "--anchor-images")
-    model = load_model(target, device=device)
+    model = load_model(target, device=settings.device)
     bank = solve_bank(model, loaded, probes=given_probes(model, probes), config=config, anchor_images=pool)
-    bank.save(output, overwrite=overwrite)
+    on_main(lambda: bank.save(output, overwrite=overwrite))
     console.print(f"wrote {output}: {bank!r}")
     print_operators([op.metadata() for op in bank], [op.delta for op in bank], title="solved operators")
 
 
 def apply(
+    ctx: typer.Context,
     extra: list[Path] = typer.Argument(None, help="More descriptor files (adapter route), e.g. after --descriptors A.utd."),
     target: str = typer.Option(..., "--target", help="Target model spec (the bank's target)."),
     terms: str = typer.Option(..., "--terms", help="Signed composition, e.g. 'eurosat:+1,dtd:-1' (task or task@source), "
@@ -137,6 +153,10 @@ def apply(
     max_steps: int = typer.Option(540, "--max-steps", help="Step cap: 20 epochs over the probes, at most this many."),
     holdout: float = typer.Option(0.0, "--holdout", help="Fraction of probes held out to pick the best step (0: none)."),
     device: str = device_option(),
+    dtype: str = dtype_option(),
+    batch_size: int = batch_size_option("Adapter route: probes per optimiser step, the global batch of a launch "
+                                        "(default 64)."),
+    num_workers: int = num_workers_option(),
     overwrite: bool = overwrite_option(),
 ) -> None:
     """Write a composition of skills into the target and export it natively.
@@ -144,11 +164,14 @@ def apply(
     Closed form (default): fold bank entries into the target's last linear map. Adapter: fit a LoRA on
     the target's tower so its live descriptors match the terms (method §1.4); the peft adapter
     directory is kept beside the export. An existing output is replaced only when it is a previous
-    platonic export (or with --overwrite), by an atomic swap.
+    platonic export (or with --overwrite), by an atomic swap. --dtype (default: bfloat16 autocast on a GPU,
+    as the paper's code, float32 elsewhere), --batch-size and --num-workers are the adapter fit's; the
+    closed form runs no forward pass. In a launch the fit is data parallel; the main process writes.
     """
-    from .._checks import as_device, as_finite_scalar
+    from .._checks import as_finite_scalar
     from ..adapter import adapt_config_from, is_adapter_directory
     from ..bank import OperatorBank
+    from ..distributed import on_main
     from ..exports import ROUTES, adapt_and_export, adapter_dir_beside, check_export_output
     from ..models import check_spec, load_model
     from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs, same_path
@@ -158,7 +181,10 @@ def apply(
     if route not in ROUTES:
         raise InvalidInputError(f"--route {route!r}: choose closed_form or adapter")
     parsed = parse_terms(terms)
-    as_device(device)
+    if route == "closed_form" and (dtype is not None or batch_size is not None or num_workers):
+        raise InvalidInputError("--dtype, --batch-size and --num-workers set the adapter fit (--route adapter); the "
+                                "closed form folds the bank into the weights without a forward pass")
+    settings = use_compute(ctx, device, dtype, None, num_workers)
     check_spec(target)
     inputs = input_paths(target, bank, *descriptors, *(extra or []), *probes)
     if route == "closed_form":
@@ -171,9 +197,9 @@ def apply(
         refuse_output_among_inputs({"-o": output}, inputs)
         check_export_output(target, output, overwrite)
         loaded = OperatorBank.load(bank)
-        model = load_model(target, device=device)
+        model = load_model(target, device=settings.device)
         record = apply_edit(model, loaded, parsed, alpha=used)
-        path = save_model(model, output, overwrite=overwrite)
+        path = on_main(lambda: save_model(model, output, overwrite=overwrite)) or output
         console.print(f"wrote {path}: {target} + ({terms}) at alpha = {used:g} (closed form; the bank was "
                       f"solved on the target's {record.target_match} weights)")
         return
@@ -193,9 +219,10 @@ def apply(
                  "--adapter-dir)", directory=True)
     check_cache_writable()
     loaded = read_descriptors(files)
-    options = dict(rank=rank, lora_alpha=2.0 * rank, lr=lr, max_steps=max_steps, holdout=holdout)
+    options = dict(rank=rank, lora_alpha=2.0 * rank, lr=lr, max_steps=max_steps, holdout=holdout,
+                   **({"batch_size": batch_size} if batch_size is not None else {}))
     adapt_config_from(options)  # a bad setting is refused before the model loads
-    model = load_model(target, device=device)
+    model = load_model(target, device=settings.device)
     adapter, path = adapt_and_export(model, loaded, parsed, adapter_path, output, options,
                                      probes=given_probes(model, probes), overwrite=overwrite)
     residuals = ", ".join(f"{k} {v:.3f}" for k, v in adapter.report["relative_residual"].items())

@@ -1,0 +1,64 @@
+"""Run `platonic` as one process or as a launch of several (accelerate launch --multi_gpu on the CPU).
+
+`accelerate launch --cpu --num_processes N` starts a single process (huggingface/accelerate#2741), so a
+launch of N CPU processes goes through accelerate's torchrun path (`--multi_gpu`) with `--device cpu`:
+each process joins the gloo group as process k of N. Both runs get one torch thread per process
+(OMP_NUM_THREADS=1, as accelerate gives each launched process), so a one-process run and a launch do
+the same float operations in the same order wherever the launch does not reorder them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+ACCELERATE = Path(sys.executable).parent / "accelerate"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def environment(**extra) -> dict:
+    path = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "PLATONIC_QUIET": "1", **extra}
+
+
+def command(args, processes: int = 1) -> list[str]:
+    """The command line of `platonic ARGS` alone (processes=1) or as a CPU launch of `processes`."""
+    args = [str(a) for a in args]
+    if processes == 1:
+        return [sys.executable, "-m", "platonic.cli", *args]
+    return [str(ACCELERATE), "launch", "--multi_gpu", "--num_processes", str(processes), "--num_machines", "1",
+            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+            "-m", "platonic.cli", *args, "--device", "cpu"]
+
+
+def run(args, processes: int = 1, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `platonic ARGS`; asserts it succeeded and returns it (stdout and stderr as text)."""
+    done = subprocess.run(command(args, processes), env=environment(), capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def kill_when(args, ready, processes: int = 2, timeout: float = 600) -> None:
+    """Start `platonic ARGS` as a launch and kill its whole process group (SIGKILL) once `ready()` holds."""
+    proc = subprocess.Popen(command(args, processes), env=environment(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while not ready():
+            assert proc.poll() is None, "the launch ended before it could be killed"
+            assert time.monotonic() < deadline, "the launch never reached the point to kill it at"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
