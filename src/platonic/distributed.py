@@ -244,7 +244,7 @@ def spread(jobs: Sequence[Job], log: Callable[[str], None] | None = None) -> dic
     for job in group.mine(jobs):
         if job.done is not None and job.done():
             results[job.name] = "cached"
-            say(f"[process {group.index + 1}/{group.count}] {job.name}: cached")
+            say(f"process {group.index + 1}/{group.count}: {job.name}: cached")
             continue
         start = time.perf_counter()
         try:
@@ -255,7 +255,7 @@ def spread(jobs: Sequence[Job], log: Callable[[str], None] | None = None) -> dic
                 raise
             error = exc
             break
-        say(f"[process {group.index + 1}/{group.count}] {job.name}: {results[job.name] or 'done'} "
+        say(f"process {group.index + 1}/{group.count}: {job.name}: {results[job.name] or 'done'} "
             f"in {time.perf_counter() - start:.1f} s")
     if group.any(error is not None):
         if error is not None:

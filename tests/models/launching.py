@@ -17,8 +17,25 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 ACCELERATE = Path(sys.executable).parent / "accelerate"
+
+
+def save_tiny_pair(first: Path, second: Path) -> None:
+    """A random-weight transformers CLIP (hidden size 32) saved at `first`, and a copy with every weight moved by
+    5% of its spread at `second` (another model of the same architecture, or a "fine-tune" of the first)."""
+    import torch
+    from conftest import clip_tokenizer, tiny_hf
+
+    model = tiny_hf("clip", tokenizer=clip_tokenizer())
+    model.save(first)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.module.parameters():
+            p.add_(0.05 * (p.std() if p.numel() > 1 else p.abs()) * torch.randn(p.shape, generator=g))
+    model.save(second)
 
 
 def free_port() -> int:
@@ -42,16 +59,21 @@ def command(args, processes: int = 1) -> list[str]:
             "-m", "platonic.cli", *args, "--device", "cpu"]
 
 
-def run(args, processes: int = 1, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run `platonic ARGS`; asserts it succeeded and returns it (stdout and stderr as text)."""
-    done = subprocess.run(command(args, processes), env=environment(), capture_output=True, text=True, timeout=timeout)
+def run(args, processes: int = 1, cache=None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `platonic ARGS` (on the cache folder `cache`, default $PLATONIC_CACHE); asserts it succeeded and
+    returns it (stdout and stderr as text)."""
+    env = environment(**({"PLATONIC_CACHE": str(cache)} if cache is not None else {}))
+    done = subprocess.run(command(args, processes), env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
 
 
-def kill_when(args, ready, processes: int = 2, timeout: float = 600) -> None:
-    """Start `platonic ARGS` as a launch and kill its whole process group (SIGKILL) once `ready()` holds."""
-    proc = subprocess.Popen(command(args, processes), env=environment(), stdout=subprocess.DEVNULL,
+def kill_when(args, ready, processes: int = 2, cache=None, timeout: float = 600) -> None:
+    """Start `platonic ARGS` as a launch and kill it, the launcher and every process it started (SIGKILL), once
+    `ready()` holds: as a machine that goes down would. (torchrun starts its workers in sessions of their
+    own, so killing the launcher's process group alone would leave them running.)"""
+    env = environment(**({"PLATONIC_CACHE": str(cache)} if cache is not None else {}))
+    proc = subprocess.Popen(command(args, processes), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + timeout
     try:
@@ -60,5 +82,12 @@ def kill_when(args, ready, processes: int = 2, timeout: float = 600) -> None:
             assert time.monotonic() < deadline, "the launch never reached the point to kill it at"
             time.sleep(0.05)
     finally:
+        tree = psutil.Process(proc.pid).children(recursive=True)
         os.killpg(proc.pid, signal.SIGKILL)
+        for child in tree:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
         proc.wait()
+        psutil.wait_procs(tree, timeout=30)

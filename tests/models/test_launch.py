@@ -18,8 +18,7 @@ import json
 
 import pytest
 import torch
-from conftest import clip_tokenizer, tiny_hf
-from launching import run
+from launching import run, save_tiny_pair
 from safetensors.torch import load_file
 from test_experiment_config import write_image_folder
 from typer.testing import CliRunner
@@ -36,13 +35,7 @@ def tiny(tmp_path_factory):
     """A random-weight transformers CLIP (hidden size 32) saved as a local directory, another draw of it (a
     "fine-tune" of the first, as a model spec), and an image-folder task."""
     root = tmp_path_factory.mktemp("tiny")
-    model = tiny_hf("clip", tokenizer=clip_tokenizer())
-    model.save(root / "tiny-clip")
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for p in model.tower.parameters():
-            p.add_(0.05 * p.std().nan_to_num() * torch.randn(p.shape, generator=g))
-    model.save(root / "tiny-clip-other")
+    save_tiny_pair(root / "tiny-clip", root / "tiny-clip-other")
     write_image_folder(root / "reds", ("crimson", "scarlet"), {"train": 6, "test": 3}, 0)
     return root
 

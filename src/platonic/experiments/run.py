@@ -11,8 +11,10 @@ from typing import Sequence
 
 from .._checks import as_finite_scalar
 from ..adapter import AdaptConfig
+from ..compute import DEFAULT as DEFAULT_COMPUTE
+from ..compute import active as active_compute
 from ..descriptor import utc_now
-from ..distributed import current, on_main, solo, spread
+from ..distributed import current, launch_size, on_main, solo, spread
 from ..environment import cpu_record, library_versions
 from ..errors import InvalidInputError
 from ..measurement import EmbeddingCache
@@ -90,6 +92,9 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
         settings["trained_baselines"] = False
     if adapter_cells:
         settings["adapter"] = {"cells": adapter_cells, **(adapter_config or AdaptConfig()).model_dump(mode="json")}
+    launch = {**active_compute().model_dump(mode="json", exclude={"device"}), "processes": launch_size()}
+    if launch != {**DEFAULT_COMPUTE.model_dump(mode="json", exclude={"device"}), "processes": 1}:  # where not the default
+        settings["compute"] = launch
     results = new_results(setup.describe(), settings)
     t0 = time.perf_counter()
     stores: dict[SolveConfig, FeatureStore] = {}

@@ -60,7 +60,7 @@ def adapter_jobs(run) -> list[Job]:
             run.adapter_cell(edit, composition, target, source)
             return "fitted"
 
-        return Job(f"adapter {edit.name} [{_label(composition)}] on {target} from {source}", go)
+        return Job(f"adapter {edit.name} ({_label(composition)}) on {target} from {source}", go)
 
     return [job(edit, *cell) for edit in run.recipe.edits if edit.route == "adapter" for cell in run.recipe.cells_of(edit)]
 
