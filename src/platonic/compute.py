@@ -125,6 +125,30 @@ def autocast(device) -> "contextmanager":
     return active().autocast(device)
 
 
+class RowRange:
+    """Rows start .. stop of a lazily decoded split, still lazy: indexing decodes only the rows asked for."""
+
+    def __init__(self, inputs, start: int, stop: int):
+        self.inputs, self.start, self.stop = inputs, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def shape(self) -> tuple:
+        return (len(self), *tuple(self.inputs.shape)[1:])
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.inputs[slice(*(self.start + i for i in index.indices(len(self))[:2]))]
+        return self.inputs[torch.as_tensor(index) + self.start]
+
+
+def row_range(inputs, start: int, stop: int):
+    """inputs[start:stop]: a view of a tensor, or a `RowRange` of a lazy split (nothing decoded yet)."""
+    return inputs[start:stop] if isinstance(inputs, torch.Tensor) else RowRange(inputs, start, stop)
+
+
 def slices(n: int, size: int) -> list[slice]:
     """Consecutive batches of `size` rows over n rows (the last one shorter)."""
     return [slice(s, min(s + size, n)) for s in range(0, n, size)]
@@ -160,4 +184,5 @@ def batches(inputs, selections, num_workers: int | None = None) -> Iterator:
     yield from loader
 
 
-__all__ = ["Compute", "DEFAULT", "DTYPES", "active", "autocast", "batch_size", "batches", "default_device", "slices", "using"]
+__all__ = ["Compute", "DEFAULT", "DTYPES", "RowRange", "active", "autocast", "batch_size", "batches", "default_device",
+           "row_range", "slices", "using"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -23,6 +24,7 @@ from safetensors.torch import load_file
 from .compute import active as active_compute
 from .compute import autocast
 from .compute import batch_size as active_batch_size
+from .compute import row_range
 from .descriptor import Descriptor, ProbeGrid, Provenance
 from .distributed import Group, current
 from .errors import InvalidInputError, ZeroDescriptorWarning
@@ -37,6 +39,9 @@ from .storage import write_tensors
 def canonical_probes(model: DualEncoder, probes) -> torch.Tensor:
     """The canonical probe tensor of `model` (see `DualEncoder.canonical`)."""
     return model.canonical(probes)
+
+
+STREAM_BATCHES = 64  # a miss of more batches than this is encoded and kept on disk in chunks of this many
 
 
 class EmbeddingCache:
@@ -61,26 +66,55 @@ class EmbeddingCache:
         narrow = f".{settings.dtype}" if settings.narrow else ""
         return self.root / f"{model.fingerprint}-{model.site_digest()[:16]}-{digest[:32]}.{kind}{narrow}.safetensors"
 
-    def probes_path(self, model: DualEncoder, probes: torch.Tensor) -> Path:
-        """Where the embeddings of `probes` by `model` are (or will be) kept."""
-        return self._path(model, tensor_digest(probes), "probes")
+    def probes_path(self, model: DualEncoder, probes) -> Path:
+        """Where the embeddings of `probes` (a tensor or a lazily decoded split) by `model` are, or will be, kept."""
+        return self._path(model, inputs_digest(probes), "probes")
 
-    def probes(self, model: DualEncoder, probes: torch.Tensor, batch_size: int | None = None,
-               progress: bool = True) -> ProbeEmbeddings:
+    def probes(self, model: DualEncoder, probes, batch_size: int | None = None, progress: bool = True) -> ProbeEmbeddings:
         """The embeddings (z (N, d), u (N, p) or None) of canonical `probes`, read or encoded and kept.
 
-        batch_size: inputs per forward pass (default: the active setting, else 64)."""
+        probes: a tensor, or a lazily decoded split (`LazyImages`: decoded batch by batch, never whole);
+        batch_size: inputs per forward pass (default: the active setting, else 64). A miss of more than
+        `STREAM_BATCHES` batches is encoded in chunks of that many batches, each written to disk as it is
+        done (ENTRY.parts/): a killed extraction resumes at its last chunk, and the chunks' batches are
+        the batches of one pass, so the entry is the same bits."""
         path = self.probes_path(model, probes)
         group = current()
         if group.agree(path.exists()):
             data = load_file(str(path))
             return ProbeEmbeddings(z=data["z"], u=data.get("u"))
-        emb = encode_shared(model, probes, active_batch_size(64) if batch_size is None else batch_size, progress, group)
+        size = active_batch_size(64) if batch_size is None else batch_size
+        chunk = size * STREAM_BATCHES
+        if probes.shape[0] <= chunk:
+            emb = encode_shared(model, probes, size, progress, group)
+        else:
+            emb = self._streamed(model, probes, path.with_name(path.name + ".parts"), size, chunk, progress, group)
         tensors = {"z": emb.z} if emb.u is None else {"z": emb.z, "u": emb.u}
         if group.is_main:
             write_once(path, lambda: write_tensors(path, tensors))
+            shutil.rmtree(path.with_name(path.name + ".parts"), ignore_errors=True)
         group.barrier()
         return emb
+
+    def _streamed(self, model, probes, parts: Path, size: int, chunk: int, progress: bool, group) -> ProbeEmbeddings:
+        """Encode `probes` chunk by chunk, each chunk kept as parts/K.safetensors (read back where it exists)."""
+        from .progress import track
+
+        zs, us = [], []
+        starts = list(range(0, probes.shape[0], chunk))
+        for k, start in enumerate(track(starts, description=f"encoding {probes.shape[0]} inputs", enabled=progress)):
+            part = parts / f"{k:06d}.safetensors"
+            if group.agree(part.exists()):
+                data = load_file(str(part))
+                emb = ProbeEmbeddings(z=data["z"], u=data.get("u"))
+            else:
+                emb = encode_shared(model, row_range(probes, start, min(start + chunk, probes.shape[0])), size, False, group)
+                tensors = {"z": emb.z} if emb.u is None else {"z": emb.z, "u": emb.u}
+                if group.is_main:
+                    write_once(part, lambda: write_tensors(part, tensors, make_parents=True))
+            zs.append(emb.z)
+            us.append(emb.u)
+        return ProbeEmbeddings(z=torch.cat(zs), u=None if us[0] is None else torch.cat(us))
 
     def texts(self, model: DualEncoder, prompts: Sequence[str]) -> torch.Tensor:
         digest = hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()
@@ -92,6 +126,12 @@ class EmbeddingCache:
         g = g.float() if active_compute().narrow else g
         write_once(path, lambda: write_tensors(path, {"g": g}))
         return g
+
+
+def inputs_digest(inputs) -> str:
+    """The content digest of model inputs: a tensor's bytes, or a lazily decoded split's `digest()` (its rows'
+    identity and decoded form), so a split is named without decoding it."""
+    return tensor_digest(inputs) if isinstance(inputs, torch.Tensor) else inputs.digest()
 
 
 def encode_shared(model: DualEncoder, probes: torch.Tensor, batch_size: int, progress: bool,
@@ -107,7 +147,7 @@ def encode_shared(model: DualEncoder, probes: torch.Tensor, batch_size: int, pro
         return model.encode_probes(probes, batch_size=batch_size, progress=progress)
     share = group.shard(n_batches)
     rows = slice(share.start * batch_size, min(share.stop * batch_size, probes.shape[0]))
-    local = model.encode_probes(probes[rows], batch_size=batch_size, progress=progress)
+    local = model.encode_probes(row_range(probes, rows.start, rows.stop), batch_size=batch_size, progress=progress)
     z = torch.cat(group.gather(local.z))
     u = None if local.u is None else torch.cat(group.gather(local.u))
     return ProbeEmbeddings(z=z, u=u)

@@ -21,7 +21,8 @@ from .diagnostics import descriptor_cosines
 
 @dataclass(frozen=True)
 class EvalSet:
-    """A labelled evaluation set: `inputs` in the models' canonical form, `labels` (n,), class prompts."""
+    """A labelled evaluation set: `inputs` in the models' canonical form (a tensor, or past
+    `setups.data.LAZY_ROWS` rows a lazily decoded split), `labels` (n,), class prompts."""
 
     name: str
     inputs: torch.Tensor
