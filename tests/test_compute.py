@@ -73,6 +73,9 @@ def test_a_launch_shares_rows_and_jobs_and_one_process_does_everything():
     groups = [Group(i, 3) for i in range(3)]
     assert [list(range(10))[g.shard(10)] for g in groups] == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
     assert [g.mine("abcdefg") for g in groups] == [["a", "d", "g"], ["b", "e"], ["c", "f"]]
+    assert [g.mine("abcdefg", [1] * 7) for g in groups] == [g.mine("abcdefg") for g in groups]  # equal costs
+    # costs: the longest first to the least loaded (svhn-like 7 beside 1s): loads 7, 6, 6 instead of 10, 4, 5
+    assert [g.mine("abcdefg", [7, 3, 3, 1, 1, 2, 2]) for g in groups] == [["a"], ["b", "d", "f"], ["c", "e", "g"]]
     assert current() is SOLO and SOLO.shard(5) == slice(0, 5) and SOLO.agree(7) == 7 and on_main(lambda: 3) == 3
     ran = []
     done = spread([Job("a", lambda: ran.append("a") or "ran"), Job("b", lambda: "never", done=lambda: True)])

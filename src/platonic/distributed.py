@@ -59,9 +59,17 @@ class Group:
         """This process's contiguous share of n items: [n i / N, n (i + 1) / N)."""
         return slice(n * self.index // self.count, n * (self.index + 1) // self.count)
 
-    def mine(self, items: Sequence) -> list:
-        """Items i with i mod N = this process's index (round robin: long and short jobs mix)."""
-        return [item for i, item in enumerate(items) if i % self.count == self.index]
+    def mine(self, items: Sequence, costs: Sequence[float] | None = None) -> list:
+        """This process's items: i mod N = its index (round robin), or with `costs`, the longest first to the
+        least loaded process (ties: the lower index), the same assignment on every process; in the items' order."""
+        if costs is None:
+            return [item for i, item in enumerate(items) if i % self.count == self.index]
+        loads, owner = [0.0] * self.count, {}
+        for i in sorted(range(len(items)), key=lambda i: -costs[i]):
+            k = min(range(self.count), key=lambda k: (loads[k], k))
+            loads[k] += costs[i]
+            owner[i] = k
+        return [item for i, item in enumerate(items) if owner[i] == self.index]
 
     def barrier(self) -> None:
         if self.parallel:
@@ -222,15 +230,18 @@ def on_main(write: Callable[[], object], group: Group | None = None):
 
 @dataclass(frozen=True)
 class Job:
-    """One independent piece of work of a launch: `run()` fills a shared cache; `done()` says it already is."""
+    """One independent piece of work of a launch: `run()` fills a shared cache; `done()` says it already is;
+    `cost` lets `spread` balance the processes (largest first)."""
 
     name: str
     run: Callable[[], object]
     done: Callable[[], bool] | None = None
+    cost: float = 1.0  # what it will take, in any unit shared by the jobs of one spread (e.g. images)
 
 
 def spread(jobs: Sequence[Job], log: Callable[[str], None] | None = None) -> dict[str, object]:
-    """Run job i on process i mod N (each alone, `solo`), then wait for every process.
+    """Run the jobs over the processes (each alone, `solo`), then wait for every process: the longest first to
+    the least loaded process, by their `cost` (`Group.mine`; equal costs: job i on process i mod N).
 
     Returns {job name: what its `run()` returned, or "cached" where `done()` said it was done}, merged over
     the processes (the same on each). A job that raises stops the launch on every process once the
@@ -241,7 +252,7 @@ def spread(jobs: Sequence[Job], log: Callable[[str], None] | None = None) -> dic
     say = log or (lambda msg: None)
     results: dict[str, object] = {}
     error: BaseException | None = None
-    for job in group.mine(jobs):
+    for job in group.mine(jobs, [job.cost for job in jobs]):
         if job.done is not None and job.done():
             results[job.name] = "cached"
             say(f"process {group.index + 1}/{group.count}: {job.name}: cached")

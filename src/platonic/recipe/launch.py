@@ -7,6 +7,7 @@ Phase one needs only the loaded models and data: one job per source (model, task
 one job per (model, evaluation set) and (model, task's probe grid) of every solve the edits use
 (`experiments.engine.jobs.feature_jobs`). Then every process measures the descriptors (cache hits),
 and phase two fits the adapter-route cells (`experiments.engine.cached_adapt`), one job each. Every
+job has a cost (the images it processes), so the longest go first to the least loaded process; every
 job leaves its result in a shared on-disk cache (locked writes), so the main process can run the
 recipe as one process would, find everything there and write the run directory; and a launch that is
 killed resumes with the jobs it had not finished.
@@ -19,6 +20,7 @@ from ..distributed import Job, spread
 from ..experiments.engine import FeatureStore
 from ..experiments.engine.jobs import feature_jobs
 from ..experiments.engine.setup import ExperimentSetup
+from ..experiments.setups import task_finetune
 from ..measurement import measure
 
 
@@ -36,9 +38,18 @@ def source_jobs(run) -> list[Job]:
                     progress=False, device=run.device)
             return run.finetunes.get(f"{model}/{task}", "listed")
 
-        return Job(f"{model}/{task}", go)
+        return Job(f"{model}/{task}", go, cost=_source_cost(run, model, task))
 
     return [job(m, t) for m, t in sorted(run.recipe.needed_sources())]
+
+
+def _source_cost(run, model: str, task: str) -> float:
+    """Images a source job processes: its fine-tune's steps x batch (none for a listed source) and its probes."""
+    probes = len(run.tasks[task].probes)
+    if run.recipe.sources.get(model, {}).get(task) is not None:
+        return 2.0 * probes
+    block = task_finetune(run.recipe.finetune, task, run.recipe.tasks[task].finetune)
+    return block.total_steps(len(run.train[task][1])) * block.batch_size + 2.0 * probes
 
 
 def encoding_jobs(run) -> list[Job]:
@@ -60,7 +71,8 @@ def adapter_jobs(run) -> list[Job]:
             run.adapter_cell(edit, composition, target, source)
             return "fitted"
 
-        return Job(f"adapter {edit.name} ({_label(composition)}) on {target} from {source}", go)
+        return Job(f"adapter {edit.name} ({_label(composition)}) on {target} from {source}", go,
+                   cost=edit.adapter.max_steps * edit.adapter.batch_size)
 
     return [job(edit, *cell) for edit in run.recipe.edits if edit.route == "adapter" for cell in run.recipe.cells_of(edit)]
 

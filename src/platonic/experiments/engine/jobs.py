@@ -34,7 +34,8 @@ def feature_jobs(store: FeatureStore) -> list[Job]:
     jobs = []
     for model in setup.models:
         for s in sets:
-            jobs.append(Job(f"features {model}/{s.name}", lambda m=model, s=s: _warm(store, m, s.inputs, s.prompts)))
+            jobs.append(Job(f"features {model}/{s.name}", lambda m=model, s=s: _warm(store, m, s.inputs, s.prompts),
+                            cost=len(s.labels)))
         for task, spec in setup.tasks.items():
             def grid(m=model, task=task, spec=spec) -> str:
                 target_grid(setup.models[m], spec.probes, spec.prompts, cache=store.cache, progress=False)
@@ -43,7 +44,7 @@ def feature_jobs(store: FeatureStore) -> list[Job]:
                     design_rows(setup.models[m], pool[0], cache=store.cache, progress=False)
                 return "encoded"
 
-            jobs.append(Job(f"probe grid {model}/{task}", grid))
+            jobs.append(Job(f"probe grid {model}/{task}", grid, cost=len(spec.probes)))
     return jobs
 
 
@@ -66,7 +67,9 @@ def finetune_jobs(setup, lambdas=(0.0,)) -> list[Job]:
             sources.descriptor(model, task, lam)
             return "fine-tuned"
 
-        return Job(f"fine-tune {model}/{task} lambda {lam:g}", run)
+        config = sources.config(task, lam)
+        cost = config.total_steps(len(sources.train[task][1])) * config.batch_size
+        return Job(f"fine-tune {model}/{task} lambda {lam:g}", run, cost=cost)
 
     return [job(m, t, float(lam)) for lam in lambdas for m in setup.models for t in setup.tasks]
 

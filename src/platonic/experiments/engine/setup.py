@@ -174,7 +174,8 @@ class MeasuredGrids(Mapping):
                     measure_source(models, tasks, finetuned, model, source_task, device=device)
                 return "measured"
 
-            return Job(f"descriptors of {model}'s {source_task} fine-tune", run)
+            return Job(f"descriptors of {model}'s {source_task} fine-tune", run,
+                       cost=sum(len(spec.probes) for spec in tasks.values()))
 
         return [job(m, t) for m in models for t in tasks]
 

@@ -216,7 +216,9 @@ def task_arithmetic_jobs(setup: TaskArithmeticSetup, flavours: Sequence[str] = F
                                         recipe.config(flavour, lam, i))
             return "cached" if hit else "fine-tuned"
 
-        return Job(f"fine-tune {mname}/{t} {flavour} lambda {lam:g}", run)
+        config = recipe.config(flavour, lam, i)
+        return Job(f"fine-tune {mname}/{t} {flavour} lambda {lam:g}", run,
+                   cost=config.total_steps(len(setup.tasks[t].train.labels)) * config.batch_size)
 
     return [job(m, f, float(lam), i, t) for m in setup.models for f in flavours for lam in (0.0, *lambdas)
             for i, t in enumerate(setup.tasks)]
