@@ -77,3 +77,19 @@ def test_accelerates_cpu_flag_which_starts_one_process_is_refused_with_the_comma
     result = CliRunner().invoke(app, ["finetune", "open_clip:ViT-S-32", "--task", "x", "-o", str(tmp_path / "o")])
     assert result.exit_code == 2
     assert "accelerate launch --multi_gpu --num_processes N -m platonic.cli" in result.output
+
+
+def test_a_two_process_adapter_fit_equals_one_process(tiny, tmp_path):
+    """The adapter route's fit is data parallel too: the adapter of a 2-process launch equals one process's (1e-5)."""
+    descriptor = tmp_path / "d.utd"
+    result = CliRunner().invoke(app, ["measure", "--model", str(tiny / "tiny-clip"), "--finetuned",
+                                      str(tiny / "tiny-clip-other"), "--task", "reds", "--probes",
+                                      str(tiny / "reds" / "train"), "--classes", "crimson,scarlet", "-o", str(descriptor)])
+    assert result.exit_code == 0, result.output
+    args = ["apply", "--route", "adapter", "--target", tiny / "tiny-clip-other", "--descriptors", descriptor,
+            "--probes", tiny / "reds" / "train", "--terms", "reds:+1", "--max-steps", 4, "--batch-size", 4]
+    run([*args, "-o", tmp_path / "one"])
+    run([*args, "-o", tmp_path / "two"], processes=2)
+    one, two = (load_file(str(tmp_path / f"{d}.adapter" / "adapter_model.safetensors")) for d in ("one", "two"))
+    assert one.keys() == two.keys() and len(one) == 8  # LoRA A and B on q and v of two blocks
+    assert max(float((one[k] - two[k]).abs().max()) for k in one) < WEIGHTS_TOLERANCE

@@ -1,6 +1,6 @@
 """Job parallel in a launch of two CPU processes (issue 36): `platonic run` and `platonic experiment` spread
 their jobs, the main process writes the same results.json as one process, and a killed launch resumes
-without redoing the jobs it had finished.
+without redoing the jobs it had finished (and then still writes the results of one process).
 
 Same results: the jobs (source fine-tunes, measurements, encodings, adapter fits) compute with the code
 and settings one process uses, one torch thread each as in the one-process reference, and leave their
@@ -61,20 +61,8 @@ def _without(results: dict, *keys) -> dict:
     return {k: v for k, v in results.items() if k not in keys}
 
 
-def test_a_two_process_run_writes_the_results_of_one_process(recipe, alone, tmp_path):
-    done = run(["run", recipe / "recipe.yaml", "-o", tmp_path / "run"], processes=2, cache=tmp_path / "cache")
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert results["device"]["processes"] == 2 and alone["device"]["processes"] == 1
-    assert _without(results, *MACHINE) == _without(alone, *MACHINE)
-    assert results["finetunes"] == {"a/blues": "trained", "a/reds": "trained", "b/blues": "trained", "b/reds": "trained"}
-    jobs = _jobs(done.stdout)
-    assert {jobs[s] for s in results["finetunes"]} == {"trained"}
-    assert jobs["adapter fit (blues:+1) on a from b"] == "fitted"
-    assert {line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("process ")} == \
-        {"process 1/2", "process 2/2"}  # both processes took jobs
-
-
-def test_a_killed_run_resumes_without_redoing_the_jobs_it_finished(recipe, alone, tmp_path):
+def test_a_killed_two_process_run_resumes_without_redoing_its_jobs_and_writes_the_results_of_one_process(
+        recipe, alone, tmp_path):
     cache, args = tmp_path / "cache", ["run", recipe / "recipe.yaml", "-o", tmp_path / "run"]
 
     def finished() -> list:
@@ -89,16 +77,36 @@ def test_a_killed_run_resumes_without_redoing_the_jobs_it_finished(recipe, alone
     assert sorted(sources.values()).count("cached") == len(kept) and len(sources) == 4
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["finetunes"] == sources  # what each source job found is what the run records
+    assert results["device"]["processes"] == 2 and alone["device"]["processes"] == 1
     assert _without(results, *MACHINE, "finetunes") == _without(alone, *MACHINE, "finetunes")
+    assert _jobs(done.stdout)["adapter fit (blues:+1) on a from b"] == "fitted"
+    assert {line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("process ")} == \
+        {"process 1/2", "process 2/2"}  # both processes took jobs
 
 
-def test_a_two_process_experiment_writes_the_results_of_one_process(tmp_path):
-    args = ["experiment", "addition", "negation", "--setup", "toy", "--no-plots"]
+def test_a_two_process_experiment_writes_the_results_of_one_process(recipe, tmp_path):
+    """addition and negation on a YAML setup: its source fine-tunes (a `finetune:` block), every encoding, the
+    gradient-ascent baselines and an adapter cell of each are jobs of the launch."""
+    setup = {"name": "tiny", "models": {"a": str(recipe / "tiny-a"), "b": str(recipe / "tiny-b")},
+             "tasks": {"reds": {"data": str(recipe / "data" / "reds")}, "blues": {"data": str(recipe / "data" / "blues")}},
+             "finetune": {"mode": "lora", "steps": 3, "batch_size": 4, "lr": 1e-2}, "probes_per_class": 3,
+             "gradient_ascent": {"mode": "full", "steps": 2, "batch_size": 4, "lr": 1e-3}}
+    (tmp_path / "setup.yaml").write_text(yaml.safe_dump(setup))
+    args = ["experiment", "addition", "negation", "--setup", tmp_path / "setup.yaml", "--adapter-cells", 1,
+            "--adapter-max-steps", 2, "--no-plots"]
+    runs = {}
     for processes in (1, 2):
-        run([*args, "-o", tmp_path / f"run{processes}"], processes=processes, cache=tmp_path / f"cache{processes}")
-    one, two = (json.loads((tmp_path / f"run{p}" / "results.json").read_text()) for p in (1, 2))
-    assert two["settings"].pop("compute") == {"dtype": None, "batch_size": None, "num_workers": 0, "processes": 2}
-    for results in (one, two):
+        done = run([*args, "-o", tmp_path / f"run{processes}"], processes=processes, cache=tmp_path / f"cache{processes}")
+        runs[processes] = json.loads((tmp_path / f"run{processes}" / "results.json").read_text())
+    jobs = _jobs(done.stdout)
+    assert {jobs[k] for k in ("a/reds", "a/blues", "b/reds", "b/blues")} == {"trained"}
+    assert sum(name.startswith("adapter cell") for name in jobs) == 2  # one addition cell, one negation cell
+    assert sum(name.startswith("gradient ascent") for name in jobs) == 4 and "features b/blues" in jobs
+    assert runs[2]["settings"].pop("compute")["processes"] == 2 and "compute" not in runs[1]["settings"]
+    for results in runs.values():
         results["settings"].pop("created")
-    assert _without(two, "timings") == _without(one, "timings")
-    assert len(one["cells"]) == 324 + 48 + 12  # addition, negation, and its gradient-ascent baseline
+        for cell in results["cells"]:
+            cell.get("fit", {}).pop("seconds", None)
+    assert runs[2]["diagnostics"]["finetunes"] == {"a/blues": "trained", "a/reds": "trained", "b/blues": "trained",
+                                                   "b/reds": "trained"}
+    assert _without(runs[2], "timings") == _without(runs[1], "timings")

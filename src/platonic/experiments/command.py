@@ -231,7 +231,7 @@ def _run(request: ExperimentRequest, names: list[str], protocols: list[Protocol]
             check_experiments(names, related_group=config.related_group, held_out=config.held_out)
 
         setup = load_setup(request.setup, request.model, request.task, request.control, request.source, device,
-                           check=runnable)
+                           check=runnable, log=log)
     return run_experiments(setup, names, request.output, plots=request.plots, alpha=request.alpha, solve=ridge,
                            adapter_cells=request.adapter_cells, adapter_config=adapter, anchor_images=pool, options=options,
                            log=log)
