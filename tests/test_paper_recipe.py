@@ -47,3 +47,14 @@ def test_the_paper_recipe_uses_the_papers_source_fine_tunes_and_strengths(recipe
     assert len(edits["negation"].terms) == 8 and edits["negation"].alpha == 1.0
     assert len(recipe.cells_of(edits["addition"])) == 840 and len(recipe.cells_of(edits["negation"])) == 240
     assert len(recipe.needed_sources()) == 48  # 6 models x 8 tasks
+
+
+def test_the_paper_setup_names_the_recipes_models_tasks_and_source_fine_tunes(recipe):
+    """recipes/paper-setup.yaml (the protocols' own grids, docs/reproduce.md) reads the recipe's cached sources."""
+    from platonic.experiments.setups.schema import read_config
+
+    setup = read_config(PAPER.with_name("paper-setup.yaml"))
+    assert setup.models == recipe.models and setup.finetune == recipe.finetune
+    assert {k: v.model_dump() for k, v in setup.tasks.items()} == {k: v.model_dump() for k, v in recipe.tasks.items()}
+    assert set(setup.controls) == set(recipe.controls)
+    assert (setup.probes_per_class, setup.probe_seed, setup.control_per_class) == (30, 42, 10)

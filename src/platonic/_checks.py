@@ -79,7 +79,8 @@ def as_device(device) -> "torch.device":
 
 
 def check_device(device) -> None:
-    """Refuse a device that does not exist here (`as_device`); "cpu", the default, is accepted without
-    importing torch."""
-    if not (isinstance(device, str) and device == "cpu"):
-        as_device(device)
+    """Refuse a device that does not exist here (`as_device`); None (the default: a GPU when present, else
+    the CPU) and "cpu" are accepted without importing torch."""
+    if device is None or (isinstance(device, str) and device == "cpu"):
+        return
+    as_device(device)

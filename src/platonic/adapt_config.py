@@ -30,7 +30,7 @@ class AdaptConfig(BaseModel):
     target_modules: tuple[str, ...] | None = None  # default: the backend's (attention q / v, else MLP / conv)
     holdout: float = Field(0.0, ge=0.0, lt=1.0)  # fraction of each term's probes held out to pick the step
     eval_every: int = Field(20, ge=1)  # steps between held-out evaluations (with holdout > 0)
-    precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 autocast on CUDA, fp32 elsewhere
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"  # auto: the active --dtype, else bf16 on CUDA
     anchor_weight: float = Field(0.0, ge=0)  # beyond the paper: keep the embeddings of unlabeled anchors (adapt(anchors=))
     seed: int = 0
 

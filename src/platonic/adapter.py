@@ -30,16 +30,19 @@ import math
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ._checks import as_finite_scalar
 from .adapt_config import AdaptConfig, adapt_config_from
+from .adapter_terms import as_terms, select_terms
 from .bank import Term
-from .descriptor import Composition, Descriptor, utc_now
+from .compute import DTYPES
+from .compute import active as active_compute
+from .descriptor import utc_now
+from .distributed import current as current_group
 from .errors import ArtifactError, FingerprintMismatchError, InvalidInputError
 from .finetuning.lora import attach_lora, require_lora_runs
 from .hashing import tensor_digest
@@ -183,57 +186,27 @@ class Adapter:
         return f"Adapter({body}; rank {self.lora_config.get('r')}, {len(self.weights)} tensors, target {self.target[:16]}…)"
 
 
-# -- terms ------------------------------------------------------------------------------------------
-
-def as_terms(terms) -> list[tuple[float, Descriptor]]:
-    """A Descriptor, a Composition, or (coefficient, Descriptor) pairs -> checked [(c, U)], no duplicates."""
-    if isinstance(terms, Descriptor):
-        terms = Composition.of(terms)
-    if isinstance(terms, Composition):
-        pairs = list(terms.terms)
-    else:
-        try:
-            pairs = [(c, d) for c, d in terms]
-        except (TypeError, ValueError):
-            raise InvalidInputError("adapter terms are a Descriptor, a Composition or (coefficient, Descriptor) pairs") from None
-        pairs = [(as_finite_scalar("adapter term coefficient", c), d) for c, d in pairs]
-    if not pairs:
-        raise InvalidInputError("the adapter needs at least one term (coefficient, descriptor)")
-    seen = set()
-    for c, d in pairs:
-        if not isinstance(d, Descriptor):
-            raise InvalidInputError(f"adapter term {c!r}: {type(d).__name__} is not a Descriptor")
-        d.require_plausible_scale()
-        key = tensor_digest(d.matrix), d.grid
-        if key in seen:
-            raise InvalidInputError(f"the descriptor of {d.task} ({d.provenance.source}) appears twice among the terms; "
-                                    "give it once with the summed coefficient")
-        seen.add(key)
-    return pairs
-
-
-def select_terms(descriptors: Sequence[Descriptor], terms: Mapping[str, float]) -> list[tuple[float, Descriptor]]:
-    """Match "task" or "task@source" keys of `terms` to `descriptors` -> [(coefficient, descriptor)]."""
-    chosen = []
-    for key, c in terms.items():
-        task, _, source = key.partition("@")
-        found = [d for d in descriptors if d.task == task and (not source or d.provenance.source == source)]
-        if not found:
-            have = ", ".join(f"{d.task}@{d.provenance.source}" for d in descriptors) or "none"
-            raise InvalidInputError(f"term {key!r} has no descriptor among the ones given ({have}); "
-                                    f"add its .utd file (--descriptors) or fix the term's name")
-        if len(found) > 1:
-            raise InvalidInputError(f"term {key!r} matches {len(found)} descriptors (sources: "
-                                    f"{', '.join(d.provenance.source for d in found)}); name one as TASK@SOURCE")
-        chosen.append((c, found[0]))
-    return chosen
 
 
 # -- the fit ----------------------------------------------------------------------------------------
 
+PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
+
+
+def fit_dtype(config: AdaptConfig, device: torch.device) -> torch.dtype | None:
+    """The fit's autocast dtype (None: float32): `precision` when it names one; "auto": the active --dtype
+    (`platonic.compute`) when one was given, else bf16 on CUDA (the paper's code) and float32 elsewhere."""
+    if config.precision != "auto":
+        return PRECISIONS[config.precision]
+    given = active_compute().dtype
+    if given:
+        return None if given == "float32" else DTYPES[given]
+    return torch.bfloat16 if device.type == "cuda" else None
+
+
 def _autocast(config: AdaptConfig, device: torch.device):
-    use = config.precision == "bf16" or (config.precision == "auto" and device.type == "cuda")
-    return torch.autocast(device.type, dtype=torch.bfloat16) if use else nullcontext()
+    dtype = fit_dtype(config, device)
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
 
 
 def _affinities(model: DualEncoder, probes: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
@@ -325,6 +298,11 @@ def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[s
     require_lora_runs(peft_model, _batch_loss(work, data, probe_batch, config), model.spec)
     _split(data, config.holdout, config.seed)
     pool = [(i, int(r)) for i, d in enumerate(data) for r in d.fit_rows]
+    group = current_group()
+    if group.parallel and min(config.batch_size, len(pool)) < group.count:
+        raise InvalidInputError(f"a batch of {min(config.batch_size, len(pool))} probes cannot be shared by the launch's "
+                                f"{group.count} processes; raise batch_size or use fewer processes")
+    scaler = torch.amp.GradScaler(work.device.type) if fit_dtype(config, work.device) == torch.float16 else None
     steps = config.steps_for(len(pool))
     params = [p for p in peft_model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
@@ -353,14 +331,22 @@ def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[s
                 order, cursor = torch.randperm(len(pool), generator=gen), 0
             batch = [pool[int(k)] for k in order[cursor : cursor + config.batch_size]]
             cursor += config.batch_size
-            loss = _batch_loss(work, data, batch, config)
+            if group.parallel:  # this process's rows; its share of the batch mean (the shares sum to it)
+                mine = batch[group.shard(len(batch))]
+                loss = _batch_loss(work, data, mine, config) * (len(mine) / len(batch))
+            else:
+                loss = _batch_loss(work, data, batch, config)
             if anchor is not None:
-                loss = loss + config.anchor_weight * anchor.loss(work)
+                loss = loss + config.anchor_weight * anchor.loss(work) / group.count
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            (loss if scaler is None else scaler.scale(loss)).backward()
+            losses.append(group.sum_gradients(params, loss) if group.parallel else float(loss.detach()))
+            if scaler is None:
+                optimizer.step()
+            else:
+                scaler.step(optimizer)
+                scaler.update()
             scheduler.step()
-            losses.append(float(loss.detach()))
             bar.advance(losses[-1])
             if config.holdout > 0 and ((step + 1) % config.eval_every == 0 or step + 1 == steps):
                 value = held_out_residual()
@@ -445,4 +431,5 @@ def _batch_loss(model: DualEncoder, data: list[_TermData], batch: list[tuple[int
     return total / len(batch)
 
 
-__all__ = ["AdaptConfig", "Adapter", "adapt", "adapt_config_from", "as_terms", "is_adapter_directory", "select_terms"]
+__all__ = ["AdaptConfig", "Adapter", "adapt", "adapt_config_from", "as_terms", "fit_dtype", "is_adapter_directory",
+           "select_terms"]

@@ -71,36 +71,42 @@ def adapt_and_export(model: DualEncoder, descriptors: Sequence, terms: Mapping[s
     or the new export with its adapter, in place or parked, which the next write beside it or
     `platonic clean` puts in place (two paths cannot change in one step on any file system).
     options: `AdaptConfig` settings; probes: {digest: canonical probes} not in the probe store.
-    Returns (adapter, the export's path).
+    Returns (adapter, the export's path). In a data-parallel launch (`platonic.distributed`) the fit is
+    shared by the processes and the main process alone writes the adapter and the export.
     """
     import warnings
 
     from .adapter import adapt, adapt_config_from, select_terms
+    from .distributed import on_main
     from .storage import commit_pending, discard, drop_pending, move_aside, restore_aside, stage_pending
     from .transfer import save_model
 
     config = adapt_config_from(options)
     chosen = select_terms(descriptors, terms)
-    adapter = adapt(model, chosen, config=config, probes=dict(probes or {}))
+    adapter = adapt(model, chosen, config=config, probes=dict(probes or {}), device=model.device)
     adapter.merge_into(model)
     worse = {k: v for k, v in adapter.report.get("relative_residual", {}).items() if v >= 1}
     if worse:
         warnings.warn(f"the adapter's relative residual is {', '.join(f'{k} {v:.3f}' for k, v in worse.items())}: at or "
                       "above 1, the fit is no closer to the descriptors than no edit; try another --lr or --rank",
                       stacklevel=2)
-    digest = adapter.digest()
-    pending = stage_pending(adapter_path, adapter.write_files,
-                            {"path": str(Path(output).resolve()), "key": "adapter_digest", "value": digest})
-    aside = None
-    try:
-        aside = move_aside(adapter_path)
-        path = save_model(model, output, {"adapter_dir": str(adapter_path), "adapter_digest": digest},
-                          overwrite=overwrite)
-    except BaseException:
-        drop_pending(pending)
-        restore_aside(aside, adapter_path)
-        raise
-    commit_pending(pending, adapter_path)
-    discard(aside)
-    return adapter, path
+
+    def write() -> Path:  # the main process of a launch alone writes
+        digest = adapter.digest()
+        pending = stage_pending(adapter_path, adapter.write_files,
+                                {"path": str(Path(output).resolve()), "key": "adapter_digest", "value": digest})
+        aside = None
+        try:
+            aside = move_aside(adapter_path)
+            path = save_model(model, output, {"adapter_dir": str(adapter_path), "adapter_digest": digest},
+                              overwrite=overwrite)
+        except BaseException:
+            drop_pending(pending)
+            restore_aside(aside, adapter_path)
+            raise
+        commit_pending(pending, adapter_path)
+        discard(aside)
+        return path
+
+    return adapter, on_main(write) or Path(output)
 

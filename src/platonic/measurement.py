@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -20,10 +21,16 @@ from typing import Sequence
 import torch
 from safetensors.torch import load_file
 
+from .compute import active as active_compute
+from .compute import autocast
+from .compute import batch_size as active_batch_size
+from .compute import row_range
 from .descriptor import Descriptor, ProbeGrid, Provenance
+from .distributed import Group, current
 from .errors import InvalidInputError, ZeroDescriptorWarning
 from .finetuning import load_finetuned
 from .hashing import tensor_digest
+from .locks import write_once
 from .models import DualEncoder, ProbeEmbeddings, load_model
 from .paths import cache_dir
 from .storage import write_tensors
@@ -34,8 +41,20 @@ def canonical_probes(model: DualEncoder, probes) -> torch.Tensor:
     return model.canonical(probes)
 
 
+STREAM_BATCHES = 64  # a miss of more batches than this is encoded and kept on disk in chunks of this many
+
+
 class EmbeddingCache:
-    """safetensors files under `root`, one per (model fingerprint, content digest)."""
+    """safetensors files under `root`, one per (model fingerprint, content digest[, autocast dtype]).
+
+    Entries are written under the cache folder's lock, once (`locks.write_once`), so processes sharing
+    the cache never write one at the same time. Embeddings measured under a narrow autocast dtype
+    (`platonic.compute`, bfloat16 / float16) are kept apart from the float32 ones (the dtype is part of
+    the name; float32 entries keep the names they always had). In a data-parallel launch
+    (`platonic.distributed`) a miss is encoded once by all processes together: each takes a contiguous
+    share of the batches (so every row is computed in the very batch one process would use), the shares
+    are gathered in order, and the main process writes the entry.
+    """
 
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root is not None else cache_dir("embeddings")
@@ -43,26 +62,95 @@ class EmbeddingCache:
 
     def _path(self, model: DualEncoder, digest: str, kind: str) -> Path:
         # the site digest guards against weights folded without refreshing the fingerprint
-        return self.root / f"{model.fingerprint}-{model.site_digest()[:16]}-{digest[:32]}.{kind}.safetensors"
+        settings = active_compute()
+        narrow = f".{settings.dtype}" if settings.narrow else ""
+        return self.root / f"{model.fingerprint}-{model.site_digest()[:16]}-{digest[:32]}.{kind}{narrow}.safetensors"
 
-    def probes(self, model: DualEncoder, probes: torch.Tensor, batch_size: int = 64, progress: bool = True) -> ProbeEmbeddings:
-        path = self._path(model, tensor_digest(probes), "probes")
-        if path.exists():
+    def probes_path(self, model: DualEncoder, probes) -> Path:
+        """Where the embeddings of `probes` (a tensor or a lazily decoded split) by `model` are, or will be, kept."""
+        return self._path(model, inputs_digest(probes), "probes")
+
+    def probes(self, model: DualEncoder, probes, batch_size: int | None = None, progress: bool = True) -> ProbeEmbeddings:
+        """The embeddings (z (N, d), u (N, p) or None) of canonical `probes`, read or encoded and kept.
+
+        probes: a tensor, or a lazily decoded split (`LazyImages`: decoded batch by batch, never whole);
+        batch_size: inputs per forward pass (default: the active setting, else 64). A miss of more than
+        `STREAM_BATCHES` batches is encoded in chunks of that many batches, each written to disk as it is
+        done (ENTRY.parts/): a killed extraction resumes at its last chunk, and the chunks' batches are
+        the batches of one pass, so the entry is the same bits."""
+        path = self.probes_path(model, probes)
+        group = current()
+        if group.agree(path.exists()):
             data = load_file(str(path))
             return ProbeEmbeddings(z=data["z"], u=data.get("u"))
-        emb = model.encode_probes(probes, batch_size=batch_size, progress=progress)
+        size = active_batch_size(64) if batch_size is None else batch_size
+        chunk = size * STREAM_BATCHES
+        if probes.shape[0] <= chunk:
+            emb = encode_shared(model, probes, size, progress, group)
+        else:
+            emb = self._streamed(model, probes, path.with_name(path.name + ".parts"), size, chunk, progress, group)
         tensors = {"z": emb.z} if emb.u is None else {"z": emb.z, "u": emb.u}
-        write_tensors(path, tensors)
+        if group.is_main:
+            write_once(path, lambda: write_tensors(path, tensors))
+            shutil.rmtree(path.with_name(path.name + ".parts"), ignore_errors=True)
+        group.barrier()
         return emb
+
+    def _streamed(self, model, probes, parts: Path, size: int, chunk: int, progress: bool, group) -> ProbeEmbeddings:
+        """Encode `probes` chunk by chunk, each chunk kept as parts/K.safetensors (read back where it exists)."""
+        from .progress import track
+
+        zs, us = [], []
+        starts = list(range(0, probes.shape[0], chunk))
+        for k, start in enumerate(track(starts, description=f"encoding {probes.shape[0]} inputs", enabled=progress)):
+            part = parts / f"{k:06d}.safetensors"
+            if group.agree(part.exists()):
+                data = load_file(str(part))
+                emb = ProbeEmbeddings(z=data["z"], u=data.get("u"))
+            else:
+                emb = encode_shared(model, row_range(probes, start, min(start + chunk, probes.shape[0])), size, False, group)
+                tensors = {"z": emb.z} if emb.u is None else {"z": emb.z, "u": emb.u}
+                if group.is_main:
+                    write_once(part, lambda: write_tensors(part, tensors, make_parents=True))
+            zs.append(emb.z)
+            us.append(emb.u)
+        return ProbeEmbeddings(z=torch.cat(zs), u=None if us[0] is None else torch.cat(us))
 
     def texts(self, model: DualEncoder, prompts: Sequence[str]) -> torch.Tensor:
         digest = hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()
         path = self._path(model, digest, "texts")
         if path.exists():
             return load_file(str(path))["g"]
-        g = model.encode_texts(prompts)
-        write_tensors(path, {"g": g})
+        with autocast(model.device):
+            g = model.encode_texts(prompts)
+        g = g.float() if active_compute().narrow else g
+        write_once(path, lambda: write_tensors(path, {"g": g}))
         return g
+
+
+def inputs_digest(inputs) -> str:
+    """The content digest of model inputs: a tensor's bytes, or a lazily decoded split's `digest()` (its rows'
+    identity and decoded form), so a split is named without decoding it."""
+    return tensor_digest(inputs) if isinstance(inputs, torch.Tensor) else inputs.digest()
+
+
+def encode_shared(model: DualEncoder, probes: torch.Tensor, batch_size: int, progress: bool,
+                  group: Group | None = None) -> ProbeEmbeddings:
+    """`model.encode_probes(probes)`, shared by the processes of a data-parallel `group` (default: the current).
+
+    Process k encodes its contiguous share of the batches (whole batches of `batch_size`, so each row is
+    computed in the batch a single process would put it in); the shares are gathered in rank order. With
+    fewer batches than processes, every process encodes everything."""
+    group = group or current()
+    n_batches = -(-probes.shape[0] // batch_size)
+    if not group.parallel or n_batches < group.count:
+        return model.encode_probes(probes, batch_size=batch_size, progress=progress)
+    share = group.shard(n_batches)
+    rows = slice(share.start * batch_size, min(share.stop * batch_size, probes.shape[0]))
+    local = model.encode_probes(row_range(probes, rows.start, rows.stop), batch_size=batch_size, progress=progress)
+    z = torch.cat(group.gather(local.z))
+    u = None if local.u is None else torch.cat(group.gather(local.u))
+    return ProbeEmbeddings(z=z, u=u)
 
 
 class ProbeStore:
@@ -76,7 +164,7 @@ class ProbeStore:
         digest = tensor_digest(probes)
         path = self.root / f"{digest}.safetensors"
         if not path.exists():
-            write_tensors(path, {"probes": probes})
+            write_once(path, lambda: write_tensors(path, {"probes": probes}))
         return digest
 
     def get(self, digest: str) -> torch.Tensor:
@@ -119,7 +207,7 @@ def require_change(descriptor: Descriptor, source: str) -> Descriptor:
 
 
 def measure(pre, finetuned, probes, prompts: Sequence[str], task: str, *, cache: EmbeddingCache | None = None,
-            store: ProbeStore | None = None, batch_size: int = 64, progress: bool = True, device="cpu",
+            store: ProbeStore | None = None, batch_size: int | None = None, progress: bool = True, device="cpu",
             require_pinned: bool = False) -> Descriptor:
     """The UTD (N, M) of `finetuned` against `pre` on `probes` x `prompts`, as a Descriptor.
 
@@ -149,7 +237,7 @@ def measure(pre, finetuned, probes, prompts: Sequence[str], task: str, *, cache:
 
 
 def target_grid(model: DualEncoder, probes, prompts: Sequence[str], *, cache: EmbeddingCache | None = None,
-                batch_size: int = 64, progress: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+                batch_size: int | None = None, progress: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(F (N, d) or H (N, p + 1), G (M, d)) of the target on a descriptor's probes and prompts.
 
     The edit site's `design_matrix`: F = z / ||z|| for the projection forms, H = [u; 1] / ||z|| for a
@@ -160,7 +248,7 @@ def target_grid(model: DualEncoder, probes, prompts: Sequence[str], *, cache: Em
     return design_rows(model, probes, cache=cache, batch_size=batch_size, progress=progress), G
 
 
-def design_rows(model: DualEncoder, inputs, *, cache: EmbeddingCache | None = None, batch_size: int = 64,
+def design_rows(model: DualEncoder, inputs, *, cache: EmbeddingCache | None = None, batch_size: int | None = None,
                 progress: bool = True) -> torch.Tensor:
     """The target's design rows of `inputs` (made canonical), float64: F (n, d) or H (n, p + 1).
 

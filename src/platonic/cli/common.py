@@ -22,7 +22,38 @@ def overwrite_option():
 
 
 def device_option():
-    return typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0.")
+    return typer.Option(None, "--device", help="torch device, e.g. cpu, cuda or cuda:1 (default: cuda when a GPU is "
+                        "present, else cpu). In a launch of N processes (accelerate launch --multi_gpu --num_processes "
+                        "N -m platonic.cli ...) process k takes cuda:k.")
+
+
+def dtype_option():
+    return typer.Option(None, "--dtype", help="float32 (default), bfloat16 or float16: the forward passes run under "
+                        "autocast in that dtype (weights stay float32; the solve runs in float64).")
+
+
+def batch_size_option(what: str = "inputs per forward pass when encoding (default 64)"):
+    return typer.Option(None, "--batch-size", min=1, help=what)
+
+
+def num_workers_option():
+    return typer.Option(0, "--num-workers", min=0, help="DataLoader worker processes that decode a lazily read split "
+                        "ahead of the model (0: decode in the main process).")
+
+
+def use_compute(ctx: typer.Context, device: str | None, dtype: str | None, batch_size: int | None = None,
+                num_workers: int | None = 0):
+    """Check the compute options (one-line errors), join the launch's processes if there are several, and make
+    the settings active until the command ends; the non-main processes of a launch print nothing."""
+    from ..compute import Compute, using
+    from ..distributed import join, process_device
+
+    settings = Compute.parse(device, dtype, batch_size, num_workers)
+    group = join(settings.torch_device())
+    settings = settings.model_copy(update={"device": process_device(str(settings.torch_device()))})
+    console.quiet = not group.is_main
+    ctx.with_resource(using(settings))
+    return settings
 
 
 def read_prompts(prompts: Path | None, classes: str | None, template: str) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from .common import console, device_option
+from .common import batch_size_option, console, dtype_option, num_workers_option
 
 # --help is answered without importing the engine (which imports torch): these texts are the protocol
 # registry's, written out; tests/test_cli_speed.py checks that they equal what the registry says
@@ -101,24 +101,34 @@ def experiment(
     ascent_steps: int = typer.Option(None, "--ascent-steps", help="negation: the gradient-ascent baseline's budget in "
                                      f"steps (default: the setup's, {ASCENT_STEPS} on the worlds and YAML setups, or a "
                                      "YAML's gradient_ascent: block)."),
-    device: str = device_option(),
+    device: str = typer.Option(None, "--device", help="torch device, e.g. cpu, cuda or cuda:1 (default: cuda when a "
+                               "GPU is present, else cpu; the built-in setups run on the cpu). In a launch of N "
+                               "processes process k takes cuda:k."),
+    dtype: str = dtype_option(),
+    batch_size: int = batch_size_option(),
+    num_workers: int = num_workers_option(),
 ) -> None:
     """Run the paper's experiment protocols and write results.json, tables.md and plots.
 
     On the embedded world by default; on your own models with a YAML setup (--setup FILE.yaml) or with
     --model / --task / --source / --control (added to the YAML's when both are given). The run
-    directory must be new, empty, or an earlier run's (whose results and plots are replaced).
+    directory must be new, empty, or an earlier run's (whose results and plots are replaced). In a launch of
+    N processes (accelerate launch --multi_gpu --num_processes N -m platonic.cli experiment ...) the run's
+    jobs (fine-tunes, measurements, encodings, adapter fits) are spread over them and the main process writes.
     """
+    from ..distributed import current
     from ..experiments.command import ExperimentRequest, run_request
 
     request = ExperimentRequest(
         names=tuple(names), setup=setup, model=tuple(model), task=tuple(task), control=tuple(control),
-        source=tuple(source), output=output, plots=plots, device=device, alpha=alpha, mu_a=mu_a, mu_b=mu_b,
+        source=tuple(source), output=output, plots=plots, device=device, dtype=dtype, batch_size=batch_size,
+        num_workers=num_workers, alpha=alpha, mu_a=mu_a, mu_b=mu_b,
         solve=solve_kind, anchor_images=anchor_images, anchor_weight=anchor_weight, adapter_cells=adapter_cells,
         adapter_lr=adapter_lr, adapter_max_steps=adapter_max_steps, adapter_holdout=adapter_holdout, flavours=flavours,
         negation_flavours=negation_flavours, lambdas=lambdas, merges=merges, sources=sources, steps=steps,
         val_size=val_size, models=ta_models, tasks=ta_tasks, world=world, baselines=baselines, ascent_steps=ascent_steps)
     results = run_request(request, log=console.print)
+    console.quiet = not current().is_main
     console.print((output / "tables.md").read_text())
     what = "task-vector cosine heatmaps" if results["settings"]["experiments"] == ["task_arithmetic"] else "plots"
     console.print(f"report: {output}/ (results.json, tables.md, {what})")

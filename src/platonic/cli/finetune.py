@@ -7,10 +7,11 @@ from pathlib import Path
 import typer
 
 from ..errors import InvalidInputError
-from .common import console, device_option, input_paths, overwrite_option
+from .common import console, device_option, dtype_option, input_paths, num_workers_option, overwrite_option, use_compute
 
 
 def finetune(
+    ctx: typer.Context,
     model: str = typer.Argument(..., help="The pre-trained model spec, e.g. open_clip:ViT-B-32/laion2b_s34b_b79k."),
     task: str = typer.Option(..., "--task", help="NAME (a registered task: eurosat, dtd, ...) or NAME=SOURCE: an image "
                              "folder (a sound folder for audio-text models), hf:ORG/NAME[@REV], hf:DIR or "
@@ -24,7 +25,8 @@ def finetune(
     steps: int = typer.Option(None, "--steps", min=1, help="Optimiser steps (default 200)."),
     epochs: float = typer.Option(None, "--epochs", help="Passes over the train split instead of --steps "
                                  "(the paper's sources: 3; SUN397: 1)."),
-    batch_size: int = typer.Option(64, "--batch-size", min=1),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Inputs per optimiser step: the global batch, "
+                                   "shared by the processes of a launch."),
     lr: float = typer.Option(1e-4, "--lr", help="AdamW learning rate."),
     schedule: str = typer.Option("cosine", "--schedule", help="cosine (decay to 0) or constant (the paper's "
                                  "sources), after the warm-up."),
@@ -35,11 +37,15 @@ def finetune(
                                      "attention (q, k, v and out: LoRA-ATT)."),
     seed: int = typer.Option(0, "--seed"),
     device: str = device_option(),
+    dtype: str = dtype_option(),
+    num_workers: int = num_workers_option(),
     overwrite: bool = overwrite_option(),
 ) -> None:
     """Fine-tune a model's image (or audio) tower on a task against its frozen prompt head, and write it as a source.
 
     The directory is read wherever a fine-tune is (platonic measure --finetuned DIR, a YAML's sources).
+    Data parallel in a launch (accelerate launch --multi_gpu --num_processes N -m platonic.cli finetune
+    ...): each process trains its share of every batch, gradients are summed, the main process writes.
     """
     from pydantic import ValidationError
 
@@ -75,9 +81,10 @@ def finetune(
 
     data = open_task(name, source or None, template=template)
     train = train_split(data, config)  # the data's problems before the model loads
+    settings = use_compute(ctx, device, dtype, None, num_workers)
     from ..models import load_model
 
-    pre = load_model(model, device=device)
+    pre = load_model(model, device=settings.device)
     _, record = finetune_on_task(pre, data, config, output, overwrite=overwrite, train=train)
     losses = record["losses"]
     used = record["data"]

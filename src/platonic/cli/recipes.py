@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import console, device_option, overwrite_option
+from .common import batch_size_option, console, device_option, dtype_option, num_workers_option, overwrite_option
 
 
 def run(
@@ -18,13 +18,19 @@ def run(
                                "every path it names exists: data folders, sources, weights, anchor pools) and stop; "
                                "loads no model and reads no data."),
     device: str = device_option(),
+    dtype: str = dtype_option(),
+    batch_size: int = batch_size_option(),
+    num_workers: int = num_workers_option(),
     overwrite: bool = overwrite_option(),
 ) -> None:
     """Measure, solve, apply, export and evaluate everything a recipe names, into one run directory.
 
     The directory (resolved recipe, library versions, device, results.json, tables.md, descriptors, banks,
     exported models with model cards) is written beside its path and swapped in atomically; an existing
-    one is replaced only when it is a previous run (or with --overwrite).
+    one is replaced only when it is a previous run (or with --overwrite). --device, --dtype, --batch-size and
+    --num-workers override the recipe's keys of the same names. In a launch of N processes (accelerate
+    launch --multi_gpu --num_processes N -m platonic.cli run ...) the recipe's jobs (source fine-tunes,
+    measurements, encodings, adapter fits) are spread over them; killed, it resumes with the unfinished ones.
     """
     from .._checks import check_device
     from ..errors import InvalidInputError
@@ -42,10 +48,14 @@ def run(
     if check:
         console.print(f"{recipe}: valid; {loaded.summary()}; every path it names exists")
         return
+    settings = loaded.compute(device, dtype, batch_size, num_workers)
     check_cache_writable()
     from ..recipe import run_recipe
 
     out = output or Path("runs") / loaded.name
-    run_recipe(loaded, out, device=device, overwrite=overwrite)
+    run_recipe(loaded, out, overwrite=overwrite, compute=settings, log=console.print)
+    from ..distributed import current
+
+    console.quiet = not current().is_main
     console.print((out / "tables.md").read_text())
     console.print(f"run: {out}/ (recipe.yaml, results.json, tables.md, descriptors, banks, exports)")

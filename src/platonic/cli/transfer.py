@@ -10,20 +10,25 @@ import typer
 from ..errors import InvalidInputError, ZeroDescriptorWarning
 from ..terms import default_alpha, parse_terms
 from .common import (
+    batch_size_option,
     check_descriptor_files,
     console,
     device_option,
+    dtype_option,
     given_probes,
     input_paths,
+    num_workers_option,
     overwrite_option,
     print_operators,
     probe_resize_option,
     read_descriptors,
     read_prompts,
+    use_compute,
 )
 
 
 def measure(
+    ctx: typer.Context,
     model: str = typer.Option(..., "--model", help="The pre-trained model spec, e.g. open_clip:ViT-B-32/laion2b_s34b_b79k."),
     finetuned: str = typer.Option(..., "--finetuned", help="Fine-tune: a state dict (.safetensors; open_clip's .bin / "
                                   ".pt / .pth), a peft LoRA adapter dir, a transformers vision-only save_pretrained dir "
@@ -36,14 +41,17 @@ def measure(
     template: str = typer.Option("a photo of a {}.", "--template", help="Prompt template for --classes, with one {}."),
     output: Path = typer.Option(..., "-o", "--output", help="Descriptor file to write."),
     device: str = device_option(),
-    batch_size: int = typer.Option(64, "--batch-size", min=1),
+    dtype: str = dtype_option(),
+    batch_size: int = batch_size_option(),
+    num_workers: int = num_workers_option(),
     require_pinned: bool = typer.Option(False, "--require-pinned", help="Refuse a hub fine-tune that names no commit "
                                         "(write hf:ORG/NAME@COMMIT)."),
     overwrite: bool = overwrite_option(),
 ) -> None:
     """Measure the universal task descriptor of a fine-tune (N probes x M prompts).
 
-    The descriptor's provenance records the fine-tune as loaded: its revision and how many tensors.
+    The descriptor's provenance records the fine-tune as loaded: its revision and how many tensors. In a
+    launch of N processes each encodes its share of the probes; the main process writes the descriptor.
     """
     from .._checks import check_device
     from ..data.probe_files import check_probe_path
@@ -63,21 +71,24 @@ def measure(
     refuse_output_among_inputs({"-o": output}, input_paths(model, finetuned, probes, prompts))
     check_output(output, lambda p: artifact_kind(p) == "descriptor", overwrite, "platonic descriptor file")
     check_cache_writable()
+    settings = use_compute(ctx, device, dtype, batch_size, num_workers)
     from ..data.probe_files import load_probes
+    from ..distributed import on_main
     from ..measurement import measure as measure_descriptor
     from ..measurement import require_change
 
     canon = load_probes(probes, resize=probe_resize)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ZeroDescriptorWarning)  # refused below, as an error
-        desc = measure_descriptor(model, finetuned, canon, texts, task, batch_size=batch_size, device=device,
+        desc = measure_descriptor(model, finetuned, canon, texts, task, device=settings.device,
                                   require_pinned=require_pinned)
     require_change(desc, f"--finetuned {finetuned}")
-    desc.save(output, overwrite=overwrite)
+    on_main(lambda: desc.save(output, overwrite=overwrite))
     console.print(f"wrote {output}: {desc!r}")
 
 
 def solve(
+    ctx: typer.Context,
     descriptors: list[Path] = typer.Argument(..., help="Descriptor files."),
     target: str = typer.Option(..., "--target", help="Target model spec."),
     output: Path = typer.Option(..., "-o", "--output", help="Bank file to write."),
@@ -92,9 +103,15 @@ def solve(
     anchor_weight: float = typer.Option(None, "--anchor-weight", help="Relative weight of the pool, with --solve "
                                         "anchored (default 1: as much as the probes; lambda = w ||F||^2 / ||F_pool||^2)."),
     device: str = device_option(),
+    dtype: str = dtype_option(),
+    batch_size: int = batch_size_option(),
+    num_workers: int = num_workers_option(),
     overwrite: bool = overwrite_option(),
 ) -> None:
-    """Solve descriptors into an operator bank for a target model (any architecture)."""
+    """Solve descriptors into an operator bank for a target model (any architecture).
+
+    The target's embeddings of the probes and prompts run on --device under --dtype; the solve itself is float64.
+    """
     from .._checks import check_device
     from ..data.probe_files import check_probe_path
     from ..models import check_spec
@@ -118,20 +135,23 @@ def solve(
     if anchor_images is not None:
         check_probe_path(anchor_images, "--anchor-images")
     check_cache_writable()
+    settings = use_compute(ctx, device, dtype, batch_size, num_workers)
     from ..data.probe_files import load_probes
+    from ..distributed import on_main
     from ..models import load_model
     from ..transfer import solve_bank
 
     loaded = read_descriptors(list(descriptors))
     pool = None if anchor_images is None else load_probes(anchor_images, "--anchor-images")
-    model = load_model(target, device=device)
+    model = load_model(target, device=settings.device)
     bank = solve_bank(model, loaded, probes=given_probes(model, probes, probe_resize), config=config, anchor_images=pool)
-    bank.save(output, overwrite=overwrite)
+    on_main(lambda: bank.save(output, overwrite=overwrite))
     console.print(f"wrote {output}: {bank!r}")
     print_operators([op.metadata() for op in bank], [op.delta for op in bank], title="solved operators")
 
 
 def apply(
+    ctx: typer.Context,
     extra: list[Path] = typer.Argument(None, help="More descriptor files (adapter route), e.g. after --descriptors A.utd."),
     target: str = typer.Option(..., "--target", help="Target model spec (the bank's target)."),
     terms: str = typer.Option(..., "--terms", help="Signed composition, e.g. 'eurosat:+1,dtd:-1' (task or task@source), "
@@ -154,6 +174,10 @@ def apply(
     max_steps: int = typer.Option(540, "--max-steps", help="Step cap: 20 epochs over the probes, at most this many."),
     holdout: float = typer.Option(0.0, "--holdout", help="Fraction of probes held out to pick the best step (0: none)."),
     device: str = device_option(),
+    dtype: str = dtype_option(),
+    batch_size: int = batch_size_option("Adapter route: probes per optimiser step, the global batch of a launch "
+                                        "(default 64)."),
+    num_workers: int = num_workers_option(),
     overwrite: bool = overwrite_option(),
 ) -> None:
     """Write a composition of skills into the target and export it natively.
@@ -161,7 +185,9 @@ def apply(
     Closed form (default): fold bank entries into the target's last linear map. Adapter: fit a LoRA on
     the target's tower so its live descriptors match the terms (method §1.4); the peft adapter
     directory is kept beside the export. An existing output is replaced only when it is a previous
-    platonic export (or with --overwrite), by an atomic swap.
+    platonic export (or with --overwrite), by an atomic swap. --dtype (default: bfloat16 autocast on a GPU,
+    as the paper's code, float32 elsewhere), --batch-size and --num-workers are the adapter fit's; the
+    closed form runs no forward pass. In a launch the fit is data parallel; the main process writes.
     """
     from .._checks import as_finite_scalar, check_device
     from ..adapt_config import adapt_config_from
@@ -175,6 +201,9 @@ def apply(
     if route not in ROUTES:
         raise InvalidInputError(f"--route {route!r}: choose closed_form or adapter")
     parsed = parse_terms(terms)
+    if route == "closed_form" and (dtype is not None or batch_size is not None or num_workers):
+        raise InvalidInputError("--dtype, --batch-size and --num-workers set the adapter fit (--route adapter); the "
+                                "closed form folds the bank into the weights without a forward pass")
     check_device(device)
     check_spec(target)
     inputs = input_paths(target, bank, *descriptors, *(extra or []), *probes)
@@ -191,15 +220,17 @@ def apply(
         refuse_output_among_inputs({"-o": output}, inputs)
         check_export_output(target, output, overwrite)
         read_header(bank, "bank")
+        settings = use_compute(ctx, device, dtype, None, num_workers)
         from ..bank import OperatorBank
+        from ..distributed import on_main
         from ..models import load_model
         from ..transfer import apply as apply_edit
         from ..transfer import save_model
 
         loaded = OperatorBank.load(bank)
-        model = load_model(target, device=device)
+        model = load_model(target, device=settings.device)
         record = apply_edit(model, loaded, parsed, alpha=used)
-        path = save_model(model, output, overwrite=overwrite)
+        path = on_main(lambda: save_model(model, output, overwrite=overwrite)) or output
         solved_on = {"current": "on these weights",
                      "pre-edit": "on the target's weights before its platonic edits",
                      "export's base": f"on the model this export was edited from (its provenance names base "
@@ -214,7 +245,8 @@ def apply(
     files = list(descriptors) + list(extra or [])
     if not files:
         raise InvalidInputError("the adapter route needs the descriptors: --descriptors A.utd [B.utd ...]")
-    options = dict(rank=rank, lora_alpha=2.0 * rank, lr=lr, max_steps=max_steps, holdout=holdout)
+    options = dict(rank=rank, lora_alpha=2.0 * rank, lr=lr, max_steps=max_steps, holdout=holdout,
+                   **({"batch_size": batch_size} if batch_size is not None else {}))
     adapt_config_from(options)  # a bad setting is refused before the model loads
     if max_steps == 0:
         raise InvalidInputError("--max-steps 0 fits nothing, so it is no edit: the export would be the unedited target "
@@ -233,11 +265,12 @@ def apply(
     for path in probes:
         check_probe_path(path)
     check_cache_writable()
+    settings = use_compute(ctx, device, dtype, None, num_workers)
     from ..exports import adapt_and_export
     from ..models import load_model
 
     loaded = read_descriptors(files)
-    model = load_model(target, device=device)
+    model = load_model(target, device=settings.device)
     adapter, path = adapt_and_export(model, loaded, parsed, adapter_path, output, options,
                                      probes=given_probes(model, probes, probe_resize), overwrite=overwrite)
     residuals = ", ".join(f"{k} {v:.3f}" for k, v in adapter.report["relative_residual"].items())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from .common import batch_size_option, num_workers_option, use_compute
 from .errors import OneLineErrors
 
 world_app = typer.Typer(help="The embedded world: real small data, a zoo of tiny dual encoders, fine-tuned sources.",
@@ -78,10 +79,23 @@ def _build(kind: str, profile: str, seed: int, force: bool, workers: int, quiet:
 
 @world_app.command("build")
 def build(
+    ctx: typer.Context,
     profile: str = typer.Option("full", "--profile", help="tiny (tests, ~1.5 min) or full (~25-30 min on 2 cores, then ~10 min for its report)"),
     seed: int = _seed(), force: bool = _force(), workers: int = _workers(), quiet: bool = _quiet(),
+    device: str = typer.Option("cpu", "--device", help="cpu: the world is built and measured on the CPU (its models "
+                               "are tiny, and its cache key pins CPU float32 weights)."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32: the world's recipe pins float32 weights."),
+    batch_size: int = batch_size_option("inputs per forward pass of the report's encodings (default 64)."),
+    num_workers: int = num_workers_option(),
 ):
     """Build (or find in the cache) the world, measure its report (the experiment engine) and print its checks."""
+    from ..errors import InvalidInputError
+
+    if str(device).split(":")[0] != "cpu" or dtype != "float32":
+        raise InvalidInputError(f"--device {device} --dtype {dtype}: a world is built on the cpu in float32 (its cache "
+                                "key is its recipe, whose weights are pinned as CPU float32); run experiments on a GPU "
+                                "with your own models (platonic experiment --setup FILE.yaml --device cuda)")
+    use_compute(ctx, device, dtype, batch_size, num_workers)
     _build("image", profile, seed, force, workers, quiet)
 
 

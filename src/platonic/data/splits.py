@@ -150,6 +150,10 @@ class LazyImages:
     def materialise(self, progress: bool = False) -> torch.Tensor:
         return self.split.decode(None, self.size, progress=progress)
 
+    def digest(self) -> str:
+        """What the rows decode to, named without decoding one: the split's digest and the decoded form."""
+        return hashlib.sha256(f"lazy|{self.split.digest()}@{self.key}".encode()).hexdigest()
+
 
 class LazyClips(LazyImages):
     """(n, T) float32 canonical clips (16 kHz) of an audio split, decoded on indexing, as `LazyImages`.

@@ -15,9 +15,11 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from .._checks import as_device, as_finite_scalar
+from .._checks import as_finite_scalar
 from ..adapter import adapt_config_from
+from ..compute import Compute, using
 from ..data.probe_files import load_probes
+from ..distributed import join, process_device
 from ..errors import InvalidInputError
 from ..merging import MERGE_RULES
 from ..preflight import check_cache_writable
@@ -66,7 +68,10 @@ class ExperimentRequest(BaseModel):
     source: tuple[str, ...] = ()
     output: Path = Path("runs/experiment")
     plots: bool = True
-    device: str = "cpu"
+    device: str | None = None
+    dtype: str | None = None
+    batch_size: int | None = None
+    num_workers: int = 0
     alpha: float | None = None
     mu_a: float | None = None
     mu_b: float | None = None
@@ -216,13 +221,32 @@ def run_request(request: ExperimentRequest, log: Callable[[str], None] = print) 
         raise InvalidInputError("--steps must be a positive number of fine-tuning steps")
     if request.adapter_cells < 0:
         raise InvalidInputError("--adapter-cells must be 0 (off) or a positive number of cells")
-    check_device(request.setup, request.own_models, request.device)
-    as_device(request.device)
+    settings = request_compute(request)
     check_run_directory(request.output)
     check_cache_writable()
+    with using(settings):
+        return _run(request, names, protocols, sizes, settings.device, log)
+
+
+def request_compute(request: ExperimentRequest) -> Compute:
+    """The request's --device / --dtype / --batch-size / --num-workers, checked, with this process's device.
+
+    The built-in setups (world, audio-world, toy) run on the CPU, so their default device is the CPU and
+    another is refused (`setups.check_device`); a launch of several processes is joined here."""
+    builtin = request.setup in SETUPS and not request.own_models
+    if request.device is not None:
+        check_device(request.setup, request.own_models, request.device)
+    settings = Compute.parse("cpu" if builtin and request.device is None else request.device, request.dtype,
+                             request.batch_size, request.num_workers)
+    join(settings.torch_device())
+    return settings.model_copy(update={"device": process_device(str(settings.torch_device()))})
+
+
+def _run(request: ExperimentRequest, names: list[str], protocols: list[Protocol], sizes: int | None, device: str,
+         log) -> dict:
     alone = protocols[0] if protocols[0].standalone else None
     if alone is not None:
-        return _run_standalone(request, alone, sizes, log)
+        return _run_standalone(request, alone, sizes, device, log)
     adapter = adapt_config_from({k: v for k, v in {"lr": request.adapter_lr, "max_steps": request.adapter_max_steps,
                                                   "holdout": request.adapter_holdout}.items() if v is not None})
     ridge = solve_config(request, names)
@@ -248,14 +272,14 @@ def run_request(request: ExperimentRequest, log: Callable[[str], None] = print) 
         def runnable(config) -> None:
             check_experiments(names, related_group=config.related_group, held_out=config.held_out)
 
-        setup = load_setup(request.setup, request.model, request.task, request.control, request.source, request.device,
-                           check=runnable)
+        setup = load_setup(request.setup, request.model, request.task, request.control, request.source, device,
+                           check=runnable, log=log)
     return run_experiments(setup, names, request.output, plots=request.plots, alpha=request.alpha, solve=ridge,
                            adapter_cells=request.adapter_cells, adapter_config=adapter, anchor_images=pool, options=options,
                            log=log)
 
 
-def _run_standalone(request: ExperimentRequest, protocol: Protocol, sizes: int | None, log) -> dict:
+def _run_standalone(request: ExperimentRequest, protocol: Protocol, sizes: int | None, device: str, log) -> dict:
     """task_arithmetic: its own labelled setup, sliced by --models / --tasks, and its runner's options."""
     from .engine import TaskVectorRecipe
 
@@ -268,7 +292,7 @@ def _run_standalone(request: ExperimentRequest, protocol: Protocol, sizes: int |
     if request.flavours:
         options["flavours"] = _csv(request.flavours, "--flavours")
     setup = labelled_setup(request.setup, request.model, request.task, request.control, request.world,
-                           _csv(request.models, "--models"), _csv(request.tasks, "--tasks"), request.device)
+                           _csv(request.models, "--models"), _csv(request.tasks, "--tasks"), device)
     return run_experiments(setup, [protocol.name], request.output, plots=request.plots,
                            options={protocol.name: options}, log=log)
 

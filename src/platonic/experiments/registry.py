@@ -18,17 +18,18 @@ from typing import Callable, Iterator, Mapping
 
 from ..errors import InvalidInputError
 from ..solve_config import SolveConfig
-from .protocols.adapter_cells import addition_adapter, negation_adapter
+from .protocols.adapter_cells import addition_adapter, addition_adapter_jobs, negation_adapter, negation_adapter_jobs
 from .protocols.orthoreg_sources import orthoreg_sources
 from .protocols.paper import (
     NEGATION_BASELINES,
     addition,
     alpha_sweep,
     generalization,
+    gradient_ascent_jobs,
     negation,
     negation_gradient_ascent,
 )
-from .protocols.task_arithmetic import run_task_arithmetic
+from .protocols.task_arithmetic import run_task_arithmetic, task_arithmetic_jobs
 from .protocols.task_arithmetic_report import task_arithmetic_tables
 from .protocols.weight_space import weight_space
 from .tables import alpha_table, orthoreg_sources_tables, protocol_table
@@ -53,7 +54,10 @@ class Protocol:
     "timings" and "diagnostics", merged into results.json) and log= (a line printer).
     report(protocol, results, registry) -> the Markdown lines of its tables (`experiments.tables`).
     solves: it solves descriptors in closed form (the solve's settings apply); fine_tunes: it fine-tunes
-    through the fine-tune cache (the recipe's steps apply). standalone: a non-empty note says the
+    through the fine-tune cache (the recipe's steps apply). slow_jobs(setup, store) and
+    adapter_jobs(setup, store, cells, config) -> [`distributed.Job`]: the independent pieces of slow_part
+    and adapter_part, which a launch of several processes spreads before the run (`experiments.run`);
+    jobs(setup, **options): a standalone runner's. standalone: a non-empty note says the
     experiment runs alone, on its own setup (`experiments.setups.labelled`), with a runner
     runner(setup, **options) -> {"cells", "timings", "settings", "diagnostics"}; the note explains
     why the descriptor options do not apply to it. baselines: the methods beside the closed form that a
@@ -75,6 +79,9 @@ class Protocol:
     solve: SolveConfig = SolveConfig()
     slow_part: Callable[..., list[dict]] | None = None
     adapter_part: Callable[..., list[dict]] | None = None
+    slow_jobs: Callable[..., list] | None = None
+    adapter_jobs: Callable[..., list] | None = None
+    jobs: Callable[..., list] | None = None
     adapter_title: str = ""
     options: tuple[str, ...] = ()  # keyword options the runner takes (run_experiments(options={name: {...}}))
     reports: bool = False  # the runner takes report= (a dict it fills with "timings" / "diagnostics") and log=
@@ -139,14 +146,15 @@ PROTOCOLS = Registry([
              {"random": "random descriptor", "single_a": "single A only", "single_b": "single B only",
               "oracle": "oracle (target's own descriptors)"},
              columns=("A", "B"), column_labels=TWO_TASKS, alpha=0.5, adapter_part=addition_adapter, options=("sources",),
-             reports=True,
+             reports=True, adapter_jobs=addition_adapter_jobs,
              adapter_title="Adapter route vs closed form, two-task addition, on the same cells"),
     Protocol("negation", negation, "method.md §1.5, negation at lambda = 1 (240 cells), c = -1, alpha 1",
              "Negation (accuracy %, mean over cells)",
              ("zero_shot", "closed_form", "consensus", "target_as_source", "gradient_ascent"),
              {"target_as_source": "target as its own source", "gradient_ascent": "gradient ascent (labelled)"},
              column_labels={"A": "negated task"}, alpha=1.0, slow_part=negation_gradient_ascent,
-             adapter_part=negation_adapter, adapter_title="Adapter route vs closed form, negation, on the same cells",
+             slow_jobs=gradient_ascent_jobs, adapter_part=negation_adapter, adapter_jobs=negation_adapter_jobs,
+             adapter_title="Adapter route vs closed form, negation, on the same cells",
              options=("sources", "baselines", "ascent_steps"), reports=True, baselines=NEGATION_BASELINES),
     Protocol("generalization", generalization, "method.md §1.5, held-out generalisation of a related group",
              "Generalisation to the held-out related task (accuracy %)",
@@ -183,7 +191,8 @@ PROTOCOLS = Registry([
              "Task arithmetic: addition and negation per flavour, plain and with OrthoReg",
              ("zero_shot", "full", "attention", "lora", "linear"), report=task_arithmetic_tables, fast_path=False,
              alpha=None, options=("flavours", "lambdas", "negation_flavours", "val_size", "recipe", "merges"), solves=False,
-             fine_tunes=True, standalone="it chooses alpha on validation and fine-tunes its own task vectors"),
+             fine_tunes=True, standalone="it chooses alpha on validation and fine-tunes its own task vectors",
+             jobs=task_arithmetic_jobs),
 ])
 
 

@@ -11,14 +11,17 @@ from typing import Sequence
 
 from .._checks import as_finite_scalar
 from ..adapt_config import AdaptConfig
+from ..compute import DEFAULT as DEFAULT_COMPUTE
+from ..compute import active as active_compute
 from ..descriptor import utc_now
+from ..distributed import current, launch_size, on_main, solo, spread
 from ..environment import cpu_record, library_versions
 from ..errors import InvalidInputError
 from ..measurement import EmbeddingCache
 from ..preflight import check_writable_directory
 from ..solve_config import SolveConfig
 from ..storage import atomic_write
-from .engine import ExperimentSetup, FeatureStore, single_thread
+from .engine import ExperimentSetup, FeatureStore, phase_one, single_thread
 from .plots import clear_plots, write_plots
 from .registry import PROTOCOLS, check_experiments
 from .report import load_results, new_results, render_tables
@@ -49,7 +52,24 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     e.g. {"weight_space": {"val_size": 200}}), recorded in settings.protocols; log: a line printer for
     the phase times of the runners that report them (weight_space, orthoreg_sources).
     Writes results.json, tables.md and plots into `out_dir` when given.
+
+    In a launch of several processes (`platonic.distributed`) the run's independent jobs (features,
+    descriptors, cached fine-tunes, gradient-ascent baselines, adapter cells: `engine.jobs`) are spread
+    over the processes first; then the main process runs the experiments as one process would, reading
+    everything from the caches, and writes the run; every process returns its results.
     """
+    group = current()
+    if group.parallel:
+        arguments = dict(alpha=alpha, solve=solve, cache=cache, progress=progress, plots=plots, diagnostics=diagnostics,
+                         adapter_cells=adapter_cells, adapter_config=adapter_config, anchor_images=anchor_images,
+                         trained_baselines=trained_baselines, options=options, log=log)
+        _spread_jobs(setup, names, arguments)
+
+        def alone() -> dict:
+            with solo():
+                return run_experiments(setup, names, out_dir, **arguments)
+
+        return group.agree(on_main(alone))
     check_experiments(names)
     options = {name: dict(opts) for name, opts in (options or {}).items() if opts}
     for name, opts in options.items():
@@ -74,6 +94,9 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
         settings["trained_baselines"] = False
     if adapter_cells:
         settings["adapter"] = {"cells": adapter_cells, **(adapter_config or AdaptConfig()).model_dump(mode="json")}
+    launch = {**active_compute().model_dump(mode="json", exclude={"device"}), "processes": launch_size()}
+    if launch != {**DEFAULT_COMPUTE.model_dump(mode="json", exclude={"device"}), "processes": 1}:  # where not the default
+        settings["compute"] = launch
     results = new_results(setup.describe(), settings)
     t0 = time.perf_counter()
     stores: dict[SolveConfig, FeatureStore] = {}
@@ -116,6 +139,37 @@ def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, 
     if out_dir is not None:
         write_run(Path(out_dir), results, plots=plots)
     return results
+
+
+def _spread_jobs(setup, names: Sequence[str], arguments: dict) -> None:
+    """Phase one (features, descriptors, cached fine-tunes, trained baselines), then the protocols' adapter
+    cells (they need the descriptors), spread over the launch's processes (`engine.jobs`)."""
+    check_experiments(names)
+    protocols = [PROTOCOLS[name] for name in names]
+    say, options = arguments["log"], arguments["options"] or {}
+    if protocols[0].standalone:
+        jobs = protocols[0].jobs(setup, **options.get(names[0], {})) if protocols[0].jobs is not None else []
+        spread(jobs, say)
+        return
+    stores = {}
+    for protocol in protocols:
+        ridge = arguments["solve"] or protocol.solve
+        if ridge not in stores:
+            pool = arguments["anchor_images"] if ridge.kind == "anchored" else None
+            stores[ridge] = FeatureStore(setup, cache=arguments["cache"], solve=ridge, anchor_images=pool)
+    lambdas = {0.0}
+    for protocol in protocols:
+        if protocol.fine_tunes and "lambdas" in protocol.options:
+            lambdas.update((options.get(protocol.name) or {}).get("lambdas") or _option_defaults(protocol)["lambdas"])
+    fine_tunes = sorted(lambdas) if any(p.fine_tunes for p in protocols) else None
+    first = [job for store in stores.values() for job in phase_one(store, fine_tunes)]
+    if arguments["trained_baselines"]:
+        first += [job for p in protocols if p.slow_jobs for job in p.slow_jobs(setup, next(iter(stores.values())))]
+    spread(list({job.name: job for job in first}.values()), say)
+    cells, config = arguments["adapter_cells"], arguments["adapter_config"]
+    if cells:
+        store = next(iter(stores.values()))
+        spread([job for p in protocols if p.adapter_jobs for job in p.adapter_jobs(setup, store, cells, config)], say)
 
 
 def _run_standalone(protocol, setup, out_dir, options: dict, progress: bool, plots: bool, log) -> dict:

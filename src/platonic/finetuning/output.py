@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 
 from .._version import __version__
+from ..compute import active
+from ..distributed import current, on_main
 from ..errors import ArtifactError, InvalidInputError
 from ..layouts import FINETUNE_KIND, FINETUNE_RECORD, is_finetune_directory
 from ..models import DualEncoder
@@ -139,6 +141,9 @@ def write_finetune(directory, pre: DualEncoder, ft: DualEncoder, config: Finetun
               "data": data, "losses": [float(x) for x in losses], "platonic_version": __version__,
               "torch_version": torch.__version__, "python": platform.python_version(),
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    settings, processes = active(), current().count
+    if settings.narrow or processes > 1:  # how it ran, where that is not the default float32 single process
+        record["compute"] = {"dtype": settings.dtype, "processes": processes}
 
     def write(tmp: Path) -> None:
         if config.mode == "lora":
@@ -220,6 +225,8 @@ def finetune_on_task(model: DualEncoder, task, config: FinetuneConfig, directory
     at 10 s; `platonic.data.audio`). Mode lora: buffers the train-mode run moved (BatchNorm statistics)
     are restored (`restore_buffers`), so the adapter is the whole fine-tune. Returns (the fine-tuned
     model, the finetune.json record). `train`: the split `train_split(task, config)` gave, if read already.
+    In a data-parallel launch (`platonic.distributed`) every process trains its share of each batch and
+    the main process alone writes the directory (the others return {"losses", "data"}).
     """
     from .training import finetune
 
@@ -237,4 +244,5 @@ def finetune_on_task(model: DualEncoder, task, config: FinetuneConfig, directory
         data.update(images=len(train), canonical_size=model.canonical_size)
     if restored:
         data["restored_buffers"] = restored
-    return ft, write_finetune(directory, model, ft, config, losses, data, overwrite=overwrite)
+    written = on_main(lambda: write_finetune(directory, model, ft, config, losses, data, overwrite=overwrite))
+    return ft, written if written is not None else {"losses": losses, "data": data}

@@ -28,6 +28,9 @@ from typing import Callable, Iterable
 
 import torch
 
+from ..compute import active as active_compute
+from ..compute import batches as decoded_batches
+from ..distributed import current as current_group
 from ..edit import appended_identity_parameters
 from ..errors import InvalidInputError
 from ..models import DualEncoder
@@ -103,6 +106,30 @@ def require_finite_loss(loss: torch.Tensor, step: int, steps: int, config: Finet
                                 f"to {min(config.lr / 10, 1e-4):g}")
 
 
+def batch_order(n: int, batch_size: int, steps: int, seed: int) -> list[torch.Tensor]:
+    """The row indices of every step's batch: seeded permutations of the n rows, taken batch_size at a time
+    (a new permutation when the rest of one is too short). Known before the first step, so a DataLoader
+    can decode batches ahead and the processes of a launch agree on every global batch."""
+    gen = torch.Generator().manual_seed(seed)
+    order, cursor, out = torch.randperm(n, generator=gen), 0, []
+    for _ in range(steps):
+        if cursor + batch_size > len(order):
+            order, cursor = torch.randperm(n, generator=gen), 0
+        out.append(order[cursor : cursor + batch_size])
+        cursor += batch_size
+    return out
+
+
+def _check_shards(group, config: FinetuneConfig) -> None:
+    """Every process of a data-parallel launch needs rows of each global batch (and of each replay batch)."""
+    if group.parallel and config.batch_size < group.count:
+        raise InvalidInputError(f"batch size {config.batch_size} cannot be shared by the launch's {group.count} processes; "
+                                f"give a batch size of at least {group.count} (it is the global batch)")
+    if group.parallel and config.replay and config.replay_batch_size < group.count:
+        raise InvalidInputError(f"replay_batch_size {config.replay_batch_size} cannot be shared by {group.count} "
+                                "processes; raise it to at least the number of processes")
+
+
 def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, prompts, config: FinetuneConfig | None = None,
              progress: bool = True, replay_inputs: torch.Tensor | None = None, *,
              parameters: Callable[[DualEncoder], list[tuple[str, torch.nn.Parameter]]] | None = None,
@@ -166,40 +193,60 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
                                   weight_decay=config.weight_decay)
     steps = config.total_steps(len(inputs))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: config.lr_factor(step, steps))
-    gen = torch.Generator().manual_seed(config.seed)
+    group, settings = current_group(), active_compute()
+    _check_shards(group, config)
+    scaler = torch.amp.GradScaler(ft.device.type) if settings.dtype == "float16" else None
     replay_gen = torch.Generator().manual_seed(config.seed + 1)
-    order, cursor, losses = torch.randperm(len(inputs), generator=gen), 0, []
+    order = batch_order(len(inputs), config.batch_size, steps, config.seed)
+    parts = [idx[group.shard(len(idx))] for idx in order] if group.parallel else order
+    losses = []
     ft.tower.train()
-    for _ in track(range(steps), description=f"fine-tuning ({config.mode})", enabled=progress):
-        if cursor + config.batch_size > len(order):
-            order, cursor = torch.randperm(len(inputs), generator=gen), 0
-        idx = order[cursor : cursor + config.batch_size]
-        cursor += config.batch_size
-        z = forward(ft.prepare_probes(inputs[idx]))
+    batches = decoded_batches(inputs, parts)
+    for step in track(range(steps), description=f"fine-tuning ({config.mode})", enabled=progress):
+        idx, part = order[step], parts[step]
+        with settings.autocast(ft.device):
+            z = forward(ft.prepare_probes(next(batches)))
         logits = scale * torch.nn.functional.normalize(z.float(), dim=1) @ head.T
-        loss = torch.nn.functional.cross_entropy(logits, labels[idx].to(logits.device))
+        if group.parallel:  # this process's share of the global batch's mean: sum over its rows / global rows
+            loss = torch.nn.functional.cross_entropy(logits, labels[part].to(logits.device), reduction="sum") / len(idx)
+        else:
+            loss = torch.nn.functional.cross_entropy(logits, labels[idx].to(logits.device))
         if config.ascent:
             loss = -loss
         if replay_targets is not None:
             r = torch.randint(0, len(replay_inputs), (config.replay_batch_size,), generator=replay_gen)
-            z_r = torch.nn.functional.normalize(forward(ft.prepare_probes(replay_inputs[r])).float(), dim=1)
-            loss = loss + config.replay * (z_r - replay_targets[r.to(replay_targets.device)]).pow(2).sum(1).mean()
+            mine = r[group.shard(len(r))] if group.parallel else r
+            with settings.autocast(ft.device):
+                z_r = torch.nn.functional.normalize(forward(ft.prepare_probes(replay_inputs[mine])).float(), dim=1)
+            moved = (z_r - replay_targets[mine.to(replay_targets.device)]).pow(2).sum(1)
+            loss = loss + config.replay * (moved.sum() / len(r) if group.parallel else moved.mean())
         if config.orthoreg:
             deltas = lora_weight_deltas(ft.tower) if peft_model is not None else [p - p0 for p, p0 in zip(params, initial)]
-            loss = loss + config.orthoreg * orthoreg_penalty(deltas)
-        require_finite_loss(loss, len(losses), steps, config)
+            penalty = orthoreg_penalty(deltas)
+            loss = loss + config.orthoreg * (penalty / group.count if group.parallel else penalty)
+        if not group.parallel:
+            require_finite_loss(loss, len(losses), steps, config)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss if scaler is None else scaler.scale(loss)).backward()
         if peft_model is not None and not losses:
             silent = lora_layer_names_without_grad(peft_model)
             if silent:
                 raise InvalidInputError(f"{ft.spec}: the LoRA layers on {', '.join(silent[:4])} never run in the tower's "
                                         "forward pass, so they cannot learn; use mode='full' or 'attention'")
+        total = group.sum_gradients(params, loss) if group.parallel else float(loss.detach())
+        if group.parallel:  # the global loss: every process of the launch stops at the same step
+            require_finite_loss(torch.tensor(total), len(losses), steps, config)
+        if scaler is not None:
+            scaler.unscale_(optimizer)
         if config.grad_clip:
             torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-        optimizer.step()
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
         scheduler.step()
-        losses.append(float(loss.detach()))
+        losses.append(total)
     ft.tower.eval()
     if not all(torch.isfinite(p).all() for p in params):
         raise InvalidInputError(f"fine-tuning's last step (of {steps}) made weights non-finite (NaN or inf) at lr "

@@ -232,7 +232,11 @@ class DualEncoder(ABC):
 
     @torch.inference_mode()
     def encode_probes(self, probes: torch.Tensor, batch_size: int = 64, progress: bool = False) -> ProbeEmbeddings:
-        """Canonical probes (N, ...) -> ProbeEmbeddings(z (N, d), u (N, p) or None), batched."""
+        """Canonical probes (N, ...) -> ProbeEmbeddings(z (N, d), u (N, p) or None), batched.
+
+        Forward passes run under the active autocast (`platonic.compute`; none by default); a lazy split is
+        decoded by the active number of DataLoader workers. z and u come back as float32 on the CPU."""
+        from ..compute import active, batches, slices
         from ..progress import track
 
         site = self.edit_site
@@ -240,11 +244,16 @@ class DualEncoder(ABC):
         hook = site.watch_inputs(captured)
         was_training = self.tower.training
         self.tower.eval()
-        zs = []
+        zs, settings, moved = [], active(), 0
         try:
-            starts = range(0, probes.shape[0], batch_size)
-            for start in track(starts, description=f"encoding {probes.shape[0]} probes", enabled=progress):
-                zs.append(self._forward_tower(self.prepare_probes(probes[start : start + batch_size])).float().cpu())
+            parts = slices(probes.shape[0], batch_size)
+            decoded = batches(probes, parts)
+            for _ in track(parts, description=f"encoding {probes.shape[0]} probes", enabled=progress):
+                with settings.autocast(self.device):
+                    zs.append(self._forward_tower(self.prepare_probes(next(decoded))).float().cpu())
+                for i in range(moved, len(captured)):  # the head's inputs leave the GPU batch by batch
+                    captured[i] = captured[i].float().cpu()
+                moved = len(captured)
         finally:
             if hook is not None:
                 hook.remove()

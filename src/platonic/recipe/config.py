@@ -8,6 +8,8 @@
     controls: {cifar100: {}}
     sources: {clip: {eurosat: ft/clip-eurosat}}             # checkpoints / fine-tune directories, or
     finetune: {mode: lora, steps: 200}                      #   fine-tune the missing ones (cached)
+    device: cuda                              # as --device, --dtype, --batch-size, --num-workers (the
+    dtype: bfloat16                           #   command line's win where given): platonic.compute
     edits:
       - name: add                             # one cell per composition x target x source
         terms: ["eurosat:+1,dtd:+1"]          # a string, a mapping {eurosat: 1, dtd: 1}, or a list of them
@@ -36,6 +38,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..adapt_config import AdaptConfig
+from ..compute import Compute, DtypeName
 from ..data.probes import CONTROL_PER_CLASS, CONTROL_SEED, PROBE_SEED, PROBES_PER_CLASS
 from ..errors import InvalidInputError
 from ..experiments.setups import (
@@ -154,6 +157,10 @@ class Recipe(BaseModel):
     control_seed: int = CONTROL_SEED
     max_test_per_class: int | None = Field(None, ge=1)
     require_pinned: bool = False
+    device: str | None = None  # None: the GPU when there is one, else the CPU
+    dtype: DtypeName | None = None  # autocast of the forward passes; None: float32
+    batch_size: int | None = Field(None, ge=1)  # inputs per forward pass when encoding
+    num_workers: int = Field(0, ge=0)  # DataLoader workers decoding lazily read splits
     edits: list[EditConfig] = Field(min_length=1)
     exports: list[ExportConfig] = Field(default_factory=list)
 
@@ -199,6 +206,13 @@ class Recipe(BaseModel):
         if twice:
             raise InvalidInputError(f"exports: path(s) {', '.join(twice)} are used twice; give every export its own path")
         return self
+
+    def compute(self, device: str | None = None, dtype: str | None = None, batch_size: int | None = None,
+                num_workers: int | None = None) -> Compute:
+        """The recipe's device, dtype, batch_size and num_workers, each replaced by the argument where given (the
+        command line's --device, ...); a device not here is a one-line error."""
+        return Compute.parse(device or self.device, dtype or self.dtype, batch_size or self.batch_size,
+                             num_workers or self.num_workers, where="")
 
     # -- the cells an edit makes ---------------------------------------------------------------------
     def targets_of(self, edit: EditConfig) -> list[str]:

@@ -27,10 +27,12 @@ from pathlib import Path
 
 import yaml
 
+from ..compute import Compute, using
 from ..data.probe_files import load_probes
+from ..distributed import current, join, launch_size, on_main, process_device, solo
 from ..environment import device_record, library_versions
 from ..errors import InvalidInputError
-from ..experiments.engine import FeatureStore, accuracy_end_to_end, finetuned_model
+from ..experiments.engine import FeatureStore, accuracy_end_to_end, cached_adapt, finetuned_model
 from ..experiments.engine.setup import ExperimentSetup
 from ..experiments.setups import made_source, read_data, task_finetune
 from ..finetuning import load_finetuned
@@ -42,6 +44,7 @@ from ..progress import track
 from ..solve_config import SolveConfig
 from ..storage import atomic_directory
 from .config import Recipe, recipe_json
+from .launch import spread_recipe
 from .report import render_recipe_tables
 
 SCHEMA = RECIPE_SCHEMA
@@ -124,15 +127,12 @@ class _Run:
                                                                   if v is not None}}
 
     def adapter_cell(self, edit, composition, target, source) -> dict:
-        from ..adapter import adapt
-
         pairs = [(c, self.descriptors[(source, task)]) for task, c in composition.items()]
         probes = {self.descriptors[(source, task)].grid.probe_digest: self.tasks[task].probes for task in composition}
-        adapter = adapt(self.models[target], pairs, config=edit.adapter, probes=probes, cache=self.cache,
-                        progress=False, device=self.device)
+        adapter, _ = cached_adapt(self.models[target], pairs, config=edit.adapter, probes=probes, cache=self.cache)
         self.adapters[(edit.name, _label(composition), target, source)] = adapter
         model = adapter.merge_into(copy.deepcopy(self.models[target]))
-        accuracy = {name: accuracy_end_to_end(model, s) for name, s in self.sets(composition).items()}
+        accuracy = {name: accuracy_end_to_end(model, s, self.cache) for name, s in self.sets(composition).items()}
         return {"accuracy": accuracy, "steps": adapter.report.get("steps"),
                 "relative_residual": adapter.report.get("relative_residual")}
 
@@ -195,21 +195,51 @@ class _Run:
             bank.save(root / "banks" / f"{target}.from-{source}.bank")
 
 
-def run_recipe(recipe: Recipe, output, *, device: str = "cpu", progress: bool = True, overwrite: bool = False) -> dict:
+def run_recipe(recipe: Recipe, output, *, device: str | None = None, progress: bool = True, overwrite: bool = False,
+               compute: Compute | None = None, log=None) -> dict:
     """Run `recipe` and write its run directory `output` atomically (module docstring); returns results.
 
     An existing `output` is replaced only when it is a previous recipe run, or with `overwrite`.
+    compute: device, autocast dtype, batch size and decoding workers (default: the recipe's keys, with
+    `device` for its device). In a launch of several processes (`platonic.distributed`) the recipe's
+    independent jobs are spread over them first (`recipe.launch`); the main process then runs the recipe as
+    one process would, from the caches, and writes the run; every process returns the results. `log`
+    prints one line per job.
     """
     output = Path(output)
     if output.exists() and not (is_recipe_run(output) or overwrite):
         raise InvalidInputError(f"{output} exists and is not a previous platonic run; choose a new -o or pass --overwrite")
+    settings = compute or recipe.compute(device=device)
+    join(settings.torch_device())
+    settings = settings.model_copy(update={"device": process_device(str(settings.torch_device()))})
+    with using(settings):
+        group = current()
+        if not group.parallel:
+            return _run_recipe(recipe, output, settings, progress, overwrite)
+        run = _Run(recipe, settings.device, progress)
+        run.load()
+        launched = spread_recipe(run, log)
+
+        def alone() -> dict:
+            with solo():
+                return _run_recipe(recipe, output, settings, progress, overwrite, run, launched)
+
+        return group.agree(on_main(alone))
+
+
+def _run_recipe(recipe: Recipe, output: Path, settings: Compute, progress: bool, overwrite: bool,
+                run: _Run | None = None, launched: dict | None = None) -> dict:
+    """The recipe in this process alone (on a launch's main process, after the jobs: `run` already loaded, and
+    `launched` {"model/task": "trained"} for the sources a process of the launch fine-tuned)."""
     output.parent.mkdir(parents=True, exist_ok=True)
     timings, started = {}, time.perf_counter()
-    run = _Run(recipe, device, progress)
-    run.load()
+    if run is None:
+        run = _Run(recipe, settings.device, progress)
+        run.load()
     timings["load_s"] = round(time.perf_counter() - started, 3)
     t = time.perf_counter()
     run.measure()
+    run.finetunes.update({k: v for k, v in (launched or {}).items() if v == "trained" and k in run.finetunes})
     timings["measure_s"] = round(time.perf_counter() - t, 3)
     t = time.perf_counter()
     cells = run.cells()
@@ -217,7 +247,8 @@ def run_recipe(recipe: Recipe, output, *, device: str = "cpu", progress: bool = 
     timings["evaluate_s"] = round(time.perf_counter() - t, 3)
     resolved = recipe_json(recipe)
     results = {"schema": SCHEMA, "version": VERSION, "recipe": resolved, "versions": library_versions(),
-               "device": device_record(device), "finetunes": run.finetunes,
+               "device": {**device_record(settings.device), "processes": launch_size()},
+               "compute": settings.model_dump(mode="json", exclude={"device"}), "finetunes": run.finetunes,
                "models": {name: {"spec": m.spec, "fingerprint": m.base_fingerprint, "embed_dim": m.embed_dim,
                                  "edit_site": m.edit_site.describe()} for name, m in run.models.items()},
                "descriptors": {f"{m}.{t}": {"shape": list(d.shape), "norm": float(d.norm()),

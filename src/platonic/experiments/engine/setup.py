@@ -23,7 +23,8 @@ from .diagnostics import descriptor_cosines
 
 @dataclass(frozen=True)
 class EvalSet:
-    """A labelled evaluation set: `inputs` in the models' canonical form, `labels` (n,), class prompts."""
+    """A labelled evaluation set: `inputs` in the models' canonical form (a tensor, or past
+    `setups.data.LAZY_ROWS` rows a lazily decoded split), `labels` (n,), class prompts."""
 
     name: str
     inputs: torch.Tensor
@@ -87,23 +88,35 @@ def measure_on_grids(models: dict[str, DualEncoder], tasks: dict[str, TaskSpec],
     Returns (descriptors, on_grid): on_grid[(m, s, t)] is what m's fine-tune on s changed on t's probes
     and prompts (the cross-task diagnostics need it); descriptors[(m, t)] = on_grid[(m, t, t)].
     """
-    from ...measurement import EmbeddingCache, measure, require_change
+    from ...measurement import EmbeddingCache
     from ...progress import track
 
     cache = EmbeddingCache()
     on_grid = {}
     for model in track(list(models), description="measuring descriptors", enabled=progress):
         for source_task in tasks:
-            ft = finetuned(model, source_task)
-            for task, spec in tasks.items():
-                with warnings.catch_warnings():
-                    if task == source_task:  # an unchanged source is refused below, naming it
-                        warnings.simplefilter("ignore", ZeroDescriptorWarning)
-                    on_grid[(model, source_task, task)] = measure(models[model], ft, spec.probes, spec.prompts, task,
-                                                                  cache=cache, progress=False, device=device)
-            name = getattr(ft, "source_description", None) or ft.spec
-            require_change(on_grid[(model, source_task, source_task)], f"of {model}/{source_task} ({name})")
+            on_grid.update(measure_source(models, tasks, finetuned, model, source_task, cache, device))
     return {(m, t): on_grid[(m, t, t)] for m in models for t in tasks}, on_grid
+
+
+def measure_source(models: dict[str, DualEncoder], tasks: dict[str, TaskSpec], finetuned: Callable[[str, str], DualEncoder],
+                   model: str, source_task: str, cache=None, device="cpu") -> dict:
+    """{(model, source_task, task): descriptor} of one source fine-tune on every task's grid (through `cache`,
+    an EmbeddingCache: a launch's job measures one source and the main process reads it back)."""
+    from ...measurement import EmbeddingCache, measure, require_change
+
+    cache = cache or EmbeddingCache()
+    ft = finetuned(model, source_task)
+    out = {}
+    for task, spec in tasks.items():
+        with warnings.catch_warnings():
+            if task == source_task:  # an unchanged source is refused below, naming it
+                warnings.simplefilter("ignore", ZeroDescriptorWarning)
+            out[(model, source_task, task)] = measure(models[model], ft, spec.probes, spec.prompts, task, cache=cache,
+                                                      progress=False, device=device)
+    name = getattr(ft, "source_description", None) or ft.spec
+    require_change(out[(model, source_task, source_task)], f"of {model}/{source_task} ({name})")
+    return out
 
 
 @contextmanager
@@ -158,6 +171,26 @@ class MeasuredGrids(Mapping):
 
     def __contains__(self, key) -> bool:
         return key in self._keys
+
+    def source_jobs(self) -> list:
+        """One job per source fine-tune (`distributed.Job`) that measures it on every grid into the embedding
+        cache; [] once measured here. A launch spreads them, then every process measures from the cache."""
+        from ...distributed import Job
+
+        if self.measured:
+            return []
+        models, tasks, finetuned, _, device = self._args
+
+        def job(model: str, source_task: str):
+            def run() -> str:
+                with torch_threads(self._threads):
+                    measure_source(models, tasks, finetuned, model, source_task, device=device)
+                return "measured"
+
+            return Job(f"descriptors of {model}'s {source_task} fine-tune", run,
+                       cost=sum(len(spec.probes) for spec in tasks.values()))
+
+        return [job(m, t) for m in models for t in tasks]
 
     def cosines(self) -> dict:
         if not self.measured:

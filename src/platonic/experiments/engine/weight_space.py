@@ -79,8 +79,11 @@ class Features:
         return self._heads[s.name]
 
     def encode(self, model, sets: Sequence[EvalSet]) -> dict[str, torch.Tensor]:
-        """z (n, d) per set from one pass of `model` over all their inputs."""
+        """z (n, d) per set from one pass of `model` over all their inputs (one pass per set where a set is a
+        lazily decoded split: those are never decoded whole)."""
         sets = list(sets)
+        if not all(isinstance(s.inputs, torch.Tensor) for s in sets):
+            return {s.name: model.encode_probes(s.inputs, batch_size=self.batch_size).z.float() for s in sets}
         z = model.encode_probes(torch.cat([s.inputs for s in sets]), batch_size=self.batch_size).z.float()
         out, start = {}, 0
         for s in sets:

@@ -18,8 +18,10 @@ from itertools import combinations
 
 import torch
 
-from ...adapter import AdaptConfig, adapt
+from ...adapter import AdaptConfig
+from ...distributed import Job
 from ...progress import track
+from ..engine.adapter_cache import cached_adapt
 from ..engine.fastpath import FeatureStore, accuracy_end_to_end, single_thread
 from ..engine.setup import ExperimentSetup
 from .paper import Operators, accuracies, cell_record
@@ -59,7 +61,10 @@ def _is_tiny(model) -> bool:
 
 
 def fit_adapted(setup: ExperimentSetup, store: FeatureStore, target: str, terms, config: AdaptConfig):
-    """(edited copy of `target`, Adapter, seconds): the adapter fitted to `terms` [(c, source, task)], merged."""
+    """(edited copy of `target`, Adapter, seconds): the adapter fitted to `terms` [(c, source, task)], merged.
+
+    The fit is kept in the adapter cache (`engine.adapter_cache`): fitted once, by whichever process of a
+    launch ran its job, or by an earlier run."""
     pairs, probes = [], {}
     for c, source, task in terms:
         desc = setup.descriptors[(source, task)]
@@ -68,8 +73,8 @@ def fit_adapted(setup: ExperimentSetup, store: FeatureStore, target: str, terms,
     anchors = anchor_pool(setup, [task for _, _, task in terms]) if config.anchor_weight else None
     start = time.perf_counter()
     with single_thread() if _is_tiny(setup.models[target]) else nullcontext():
-        adapter = adapt(setup.models[target], pairs, config=config, probes=probes, cache=store.cache, anchors=anchors,
-                        progress=False)
+        adapter, _ = cached_adapt(setup.models[target], pairs, config=config, probes=probes, cache=store.cache,
+                                  anchors=anchors)
     edited = setup.models[target].copy_for_new_weights()
     adapter.merge_into(edited)
     return edited, adapter, time.perf_counter() - start
@@ -79,10 +84,47 @@ def _fit_and_evaluate(setup: ExperimentSetup, store: FeatureStore, target: str, 
     """(test accuracies, fit record, residuals) of the adapter fitted to `terms` on `target`."""
     edited, adapter, seconds = fit_adapted(setup, store, target, terms, config)
     sets = {**{slot: setup.tasks[task].test for slot, task in slots.items()}, **setup.controls}
-    accuracy = {name: accuracy_end_to_end(edited, s) for name, s in sets.items()}
+    accuracy = {name: accuracy_end_to_end(edited, s, store.cache) for name, s in sets.items()}
     fit = {"steps": adapter.report["steps"], "chosen_step": adapter.report["chosen_step"], "seconds": round(seconds, 3),
            "relative_residual": adapter.report["relative_residual"]}
     return accuracy, fit, list(adapter.report["relative_residual"].values())
+
+
+def addition_cells(setup: ExperimentSetup, cells: int) -> list[tuple[str, str, str, str, str]]:
+    """(target, source of A, source of B, task A, task B) of the seeded cross-model addition cells the adapter fits."""
+    candidates = [(t, sa, sb, a, b) for t in setup.models for a, b in combinations(setup.tasks, 2)
+                  for sa in setup.models if sa != t for sb in setup.models if sb != t]
+    return _choose(candidates, cells)
+
+
+def negation_cells(setup: ExperimentSetup, cells: int) -> list[tuple[str, str, str]]:
+    """(target, source, task) of the seeded cross-model negation cells the adapter fits."""
+    candidates = [(t, s, task) for t in setup.models for task in setup.tasks for s in setup.models if s != t]
+    return _choose(candidates, cells)
+
+
+def _cell_job(setup: ExperimentSetup, store: FeatureStore, target: str, terms, slots: dict, config: AdaptConfig) -> Job:
+    """Fit one cell's adapter into the cache and encode its evaluation sets (a job of a launch)."""
+    label = " ".join(f"{c:+g}*{task}@{source}" for c, source, task in terms)
+
+    def run() -> str:
+        _fit_and_evaluate(setup, store, target, terms, slots, config)
+        return "fitted and evaluated"
+
+    return Job(f"adapter cell {target} <- {label}", run)
+
+
+def addition_adapter_jobs(setup: ExperimentSetup, store: FeatureStore, cells: int, config: AdaptConfig | None = None) -> list[Job]:
+    """One job per adapter cell of `addition_adapter` (a launch spreads them over its processes)."""
+    config = config or AdaptConfig()
+    return [_cell_job(setup, store, t, [(1.0, sa, a), (1.0, sb, b)], {"A": a, "B": b}, config)
+            for t, sa, sb, a, b in addition_cells(setup, cells)]
+
+
+def negation_adapter_jobs(setup: ExperimentSetup, store: FeatureStore, cells: int, config: AdaptConfig | None = None) -> list[Job]:
+    """One job per adapter cell of `negation_adapter`."""
+    config = config or AdaptConfig()
+    return [_cell_job(setup, store, t, [(-1.0, s, task)], {"A": task}, config) for t, s, task in negation_cells(setup, cells)]
 
 
 def addition_adapter(setup: ExperimentSetup, store: FeatureStore, cells: int, config: AdaptConfig | None = None,
@@ -90,10 +132,8 @@ def addition_adapter(setup: ExperimentSetup, store: FeatureStore, cells: int, co
     """Zero-shot, closed form (alpha) and adapter (c = +1, +1) on `cells` seeded cross-model addition cells."""
     config = config or AdaptConfig()
     ops = Operators(setup, store)
-    candidates = [(t, sa, sb, a, b) for t in setup.models for a, b in combinations(setup.tasks, 2)
-                  for sa in setup.models if sa != t for sb in setup.models if sb != t]
     out = []
-    for target, sa, sb, a, b in track(_choose(candidates, cells), description="addition: adapter cells", enabled=progress):
+    for target, sa, sb, a, b in track(addition_cells(setup, cells), description="addition: adapter cells", enabled=progress):
         slots = {"A": a, "B": b}
         (ka, ra), (kb, rb) = ops.real(target, sa, a), ops.real(target, sb, b)
         out.append(cell_record("addition/adapter", "zero_shot", target, [], [a, b], [], 0.0,
@@ -111,9 +151,8 @@ def negation_adapter(setup: ExperimentSetup, store: FeatureStore, cells: int, co
     """Zero-shot, closed form (c = -1 at alpha) and adapter (c = -1) on `cells` seeded cross-model negation cells."""
     config = config or AdaptConfig()
     ops = Operators(setup, store)
-    candidates = [(t, s, task) for t in setup.models for task in setup.tasks for s in setup.models if s != t]
     out = []
-    for target, source, task in track(_choose(candidates, cells), description="negation: adapter cells", enabled=progress):
+    for target, source, task in track(negation_cells(setup, cells), description="negation: adapter cells", enabled=progress):
         slots = {"A": task}
         key, r = ops.real(target, source, task)
         out.append(cell_record("negation/adapter", "zero_shot", target, [], [task], [], 0.0,

@@ -194,6 +194,27 @@ def negation_gradient_ascent(setup: ExperimentSetup, store: FeatureStore, progre
     return cells
 
 
+def gradient_ascent_jobs(setup: ExperimentSetup, store: FeatureStore) -> list:
+    """One job per (target, task) of `negation_gradient_ascent`: train the baseline and encode its evaluation
+    sets into the store's embedding cache (a launch spreads them; the baseline then reads them back)."""
+    from ...distributed import Job
+
+    ascend: Callable | None = setup.baselines.get("gradient_ascent")
+    if ascend is None:
+        return []
+
+    def job(target: str, task: str):
+        def run() -> str:
+            edited = ascend(target, task)
+            for s in (setup.tasks[task].test, *setup.controls.values()):
+                accuracy_end_to_end(edited, s, store.cache)
+            return "trained and evaluated"
+
+        return Job(f"gradient ascent {target}/{task}", run)
+
+    return [job(t, k) for t in setup.models for k in setup.tasks]
+
+
 def generalization(setup: ExperimentSetup, store: FeatureStore, alpha: float = 0.5, progress: bool = True) -> list[dict]:
     """Operators of the related group's tasks applied to the held-out related task (no operator of its own)."""
     if not setup.related_group or setup.held_out is None:

@@ -235,6 +235,30 @@ def _choose_alpha(feats, variants, lam, taus, ft_val, rule, val, tasks) -> _Run:
     return _Run(lam, taus, merged, ft_val, best, curve, absolute[best])
 
 
+def task_arithmetic_jobs(setup: TaskArithmeticSetup, flavours: Sequence[str] = FLAVOURS,
+                         lambdas: Sequence[float] = DEFAULT_LAMBDAS, recipe: TaskVectorRecipe | None = None,
+                         **_: object) -> list:
+    """One job per fine-tune of `run_task_arithmetic` (model, flavour, lambda, task), into the fine-tune cache
+    (a launch spreads them; the run then reads every task vector back). Other options do not change them."""
+    from ...distributed import Job
+
+    recipe = recipe or TaskVectorRecipe()
+
+    def job(mname: str, flavour: str, lam: float, i: int, t: str):
+        def run() -> str:
+            train = setup.tasks[t].train
+            _, hit = cached_task_vector(setup.models[mname], t, train.inputs, train.labels, setup.tasks[t].prompts,
+                                        recipe.config(flavour, lam, i))
+            return "cached" if hit else "fine-tuned"
+
+        config = recipe.config(flavour, lam, i)
+        return Job(f"fine-tune {mname}/{t} {flavour} lambda {lam:g}", run,
+                   cost=config.total_steps(len(setup.tasks[t].train.labels)) * config.batch_size)
+
+    return [job(m, f, float(lam), i, t) for m in setup.models for f in flavours for lam in (0.0, *lambdas)
+            for i, t in enumerate(setup.tasks)]
+
+
 def _negation(feats, variants, mname, flavour, orthoreg, run, tasks, val, test, cval, ctest, zs_val_ctrl) -> list[dict]:
     """theta_0 - alpha tau_t per task: alpha on validation under the control constraint, then the test splits."""
     cells = []

@@ -49,7 +49,7 @@ def check_device(setup: str, own_models: bool, device: str) -> None:
 
 
 def load_setup(name: str, models=(), tasks=(), controls=(), sources=(), device: str = "cpu",
-               check: Callable[[ExperimentConfig], None] | None = None) -> ExperimentSetup:
+               check: Callable[[ExperimentConfig], None] | None = None, log=None) -> ExperimentSetup:
     """A named setup (world, audio-world, toy), a YAML setup file, or one made of command-line options.
 
     Options (NAME=VALUE strings) are added to a YAML file's setup; with the default setup (world)
@@ -69,7 +69,7 @@ def load_setup(name: str, models=(), tasks=(), controls=(), sources=(), device: 
         config = config_from_options(list(models), list(tasks), list(controls), list(sources), config)
     if check is not None:
         check(config)
-    return config_setup(config, device=device)
+    return config_setup(config, device=device, log=log)
 
 
 def world_slice(setup: str, models: list[str] | None = None, tasks: list[str] | None = None, path: Path | None = None,

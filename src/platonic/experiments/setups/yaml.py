@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...distributed import Job, current, spread
 from ...finetuning import FinetuneConfig, finetune, load_finetuned
 from ...models import load_model
 from ...task_vector import TaskVector
@@ -20,6 +21,7 @@ from ..engine import (
     finetuned_model,
     measure_on_grids,
 )
+from ..engine.setup import measure_source
 from .data import read_data
 from .schema import ExperimentConfig, check_files, read_config, task_finetune
 
@@ -40,11 +42,31 @@ def made_source(model, task: str, train: tuple, prompts, config: FinetuneConfig,
     return cached_finetune(model, task, images, labels, prompts, config, digest, on_miss=on_miss)
 
 
-def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, device="cpu") -> ExperimentSetup:
+def spread_sources(models: dict, tasks: dict, source, trained: dict, device="cpu", log=None) -> None:
+    """In a launch of several processes: make and measure every (model, task) source as one job each, spread over
+    the processes (`distributed.spread`); `trained` gets "trained" for those a process of the launch fine-tuned.
+    Nothing happens in a single process (it measures them in order, `measure_on_grids`)."""
+    if not current().parallel:
+        return
+
+    def job(model: str, task: str) -> Job:
+        def run() -> str:
+            measure_source(models, tasks, source, model, task, device=device)
+            return trained.get(f"{model}/{task}", "listed")
+
+        return Job(f"{model}/{task}", run)
+
+    done = spread([job(m, t) for m in models for t in tasks], log)
+    trained.update({name: status for name, status in done.items() if status in ("trained", "cached")})
+
+
+def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, device="cpu", log=None) -> ExperimentSetup:
     """Load the models, read the data, obtain every source and measure its descriptors.
 
     Sources made by the `finetune:` block come from the fine-tune cache when they are there
-    (`made_source`); `setup.diagnostics["finetunes"]` says which were trained and which were read."""
+    (`made_source`); `setup.diagnostics["finetunes"]` says which were trained and which were read. In a
+    launch of several processes they are made and measured as jobs spread over the processes
+    (`spread_sources`; `log` prints one line per job)."""
     if not isinstance(config, ExperimentConfig):
         config = read_config(Path(config))
     check_files(config)  # before loading any model
@@ -66,7 +88,10 @@ def config_setup(config: ExperimentConfig | Path | str, progress: bool = True, d
         made[(model, task)] = tau
         return finetuned_model(models[model], tau, block.mode)
 
+    spread_sources(models, tasks, source, trained, device, log)
+    launched = dict(trained)
     descriptors, on_grid = measure_on_grids(models, tasks, source, progress, device)
+    trained.update({k: v for k, v in launched.items() if v == "trained"})  # trained by a process of this launch
 
     def task_vector(model: str, task: str) -> TaskVector:
         if (model, task) in made:
