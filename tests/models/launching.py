@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import psutil
+from conftest import clip_tokenizer, tiny_hf  # at import: in a fixture, 'conftest' may be another folder's
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ACCELERATE = Path(sys.executable).parent / "accelerate"
@@ -27,7 +28,6 @@ def save_tiny_pair(first: Path, second: Path) -> None:
     """A random-weight transformers CLIP (hidden size 32) saved at `first`, and a copy with every weight moved by
     5% of its spread at `second` (another model of the same architecture, or a "fine-tune" of the first)."""
     import torch
-    from conftest import clip_tokenizer, tiny_hf
 
     model = tiny_hf("clip", tokenizer=clip_tokenizer())
     model.save(first)

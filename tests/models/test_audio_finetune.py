@@ -74,9 +74,10 @@ def test_an_image_model_refuses_a_sound_folder_and_an_audio_model_an_image_folde
     result = run("finetune", "open_clip:ViT-S-32", "--task", f"tones={tones}", "--steps", 1, "-o", tmp_path / "x")
     assert result.exit_code != 0 and "holds sound clips, but open_clip:ViT-S-32 is an image-text model" in result.output
     for split in ("train", "test"):
-        folder = tmp_path / "pics" / split / "cat"
-        folder.mkdir(parents=True)
-        Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(folder / "0.png")
+        for label in ("cat", "dog"):  # two classes: a one-class task is refused before the model loads
+            folder = tmp_path / "pics" / split / label
+            folder.mkdir(parents=True)
+            Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(folder / "0.png")
     result = run("finetune", clap_dir, "--task", f"pics={tmp_path / 'pics'}", "--steps", 1, "-o", tmp_path / "y")
     assert result.exit_code != 0 and "holds images, but" in result.output and "audio-text model" in result.output
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

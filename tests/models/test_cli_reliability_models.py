@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import get_model, tiny_hf
+from conftest import clip_tokenizer, get_model, tiny_hf
 from safetensors.torch import save_file
 from test_measure_transfer import PROMPTS, perturbed_state, probes_n
 from typer.testing import CliRunner
@@ -119,8 +119,6 @@ def test_anchored_solve_on_the_command_line_records_the_pool(tmp_path):
 def local_clip(tmp_path, monkeypatch):
     """A transformers CLIP saved as a local directory models/clip (with its tokenizer), the working directory
     its parent; a descriptor on four probes and the probe file."""
-    from conftest import clip_tokenizer, tiny_hf
-
     monkeypatch.chdir(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
