@@ -26,6 +26,9 @@ $(VENV)/bin/python:
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	@# a venv made before the distribution was renamed platonic-ta holds it as 'platonic': drop that first
+	$(PY) -m pip uninstall --quiet --yes platonic 2>/dev/null || true
+	rm -rf src/platonic.egg-info
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
