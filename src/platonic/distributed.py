@@ -35,7 +35,8 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
-from .errors import InvalidInputError, PlatonicError
+from .errors import PlatonicError
+from .launch_env import launch_size, refuse_lost_processes  # noqa: F401 - launch_size re-exported
 
 
 @dataclass(frozen=True)
@@ -137,23 +138,6 @@ class Group:
 SOLO = Group()
 _LAUNCH: list[Group] = []  # the launch's group, once joined
 _SOLO_DEPTH = [0]
-
-
-def launch_size() -> int:
-    """How many processes the launcher started (WORLD_SIZE, set by torchrun and accelerate; 1 without one)."""
-    try:
-        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
-    except ValueError:
-        return 1
-
-
-def refuse_lost_processes() -> None:
-    """Refuse `accelerate launch --cpu --num_processes N` (N > 1), which starts a single process."""
-    cpu = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("true", "1")
-    if cpu and "MASTER_ADDR" in os.environ and launch_size() == 1 and "LOCAL_RANK" not in os.environ:
-        raise InvalidInputError("accelerate launch --cpu starts one process whatever --num_processes says (its multi-CPU "
-                                "launch is mpirun, huggingface/accelerate#2741); for N CPU processes run `accelerate "
-                                "launch --multi_gpu --num_processes N -m platonic.cli ... --device cpu` (or torchrun)")
 
 
 def join(device="cpu") -> Group:

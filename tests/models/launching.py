@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import psutil
-from conftest import clip_tokenizer, tiny_hf  # at import: in a fixture, 'conftest' may be another folder's
+from tiny_models import clip_tokenizer, tiny_hf
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ACCELERATE = Path(sys.executable).parent / "accelerate"

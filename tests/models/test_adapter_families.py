@@ -9,7 +9,7 @@ import copy
 
 import pytest
 import torch
-from conftest import get_model
+from tiny_models import get_model
 
 from platonic import AdaptConfig, Adapter, Descriptor, InvalidInputError, ProbeGrid, adapt
 from platonic.measurement import EmbeddingCache, ProbeStore, measure

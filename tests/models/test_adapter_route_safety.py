@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import clip_tokenizer, tiny_hf
+from tiny_models import clip_tokenizer, tiny_hf
 from test_measure_transfer import PROMPTS, probes_n
 
 import platonic
@@ -62,7 +62,7 @@ KILLER = textwrap.dedent("""
     torch.set_num_threads(1)
     import platonic.storage as storage
     from platonic.adapter import Adapter
-    from conftest import clip_tokenizer, tiny_hf
+    from tiny_models import clip_tokenizer, tiny_hf
     from test_adapter_route_safety import route
     root, point = Path(sys.argv[1]), sys.argv[2]
     model = tiny_hf("clip", tokenizer=clip_tokenizer())

@@ -11,7 +11,7 @@ import pytest
 import soundfile
 import torch
 import yaml
-from conftest import clip_tokenizer, tiny_hf
+from tiny_models import clip_tokenizer, tiny_hf
 from typer.testing import CliRunner
 
 from platonic import InvalidInputError

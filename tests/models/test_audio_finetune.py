@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import clip_tokenizer, tiny_hf
+from tiny_models import clip_tokenizer, tiny_hf
 from typer.testing import CliRunner
 
 from platonic.cli import app

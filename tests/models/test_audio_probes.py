@@ -9,7 +9,7 @@ from platonic import InvalidInputError
 from platonic.data.probe_files import load_probes
 from platonic.models.audio import CANONICAL_RATE, canonical_audio, resample
 
-from conftest import get_model
+from tiny_models import get_model
 
 
 def tone(freq: float, seconds: float, rate: int) -> np.ndarray:

@@ -9,7 +9,7 @@ import json
 
 import pytest
 import torch
-from conftest import get_model
+from tiny_models import get_model
 from safetensors.torch import save_file
 from typer.testing import CliRunner
 

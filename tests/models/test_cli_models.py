@@ -5,7 +5,7 @@ import logging
 import warnings
 
 import torch
-from conftest import get_model
+from tiny_models import get_model
 from PIL import Image
 from safetensors import safe_open
 from safetensors.torch import save_file

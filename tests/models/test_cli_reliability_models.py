@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import clip_tokenizer, get_model, tiny_hf
+from tiny_models import clip_tokenizer, get_model, tiny_hf
 from safetensors.torch import save_file
 from test_measure_transfer import PROMPTS, perturbed_state, probes_n
 from typer.testing import CliRunner

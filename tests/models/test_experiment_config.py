@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 import yaml
-from conftest import get_model
+from tiny_models import get_model
 from PIL import Image
 from safetensors.torch import save_file
 from typer.testing import CliRunner

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import clip_tokenizer, get_model, tiny_hf
+from tiny_models import clip_tokenizer, get_model, tiny_hf
 from test_measure_transfer import PROMPTS, probes_n
 
 import platonic
@@ -66,7 +66,7 @@ KILLER = textwrap.dedent("""
     import torch
     torch.set_num_threads(1)
     import platonic.storage as storage
-    from conftest import clip_tokenizer, tiny_hf
+    from tiny_models import clip_tokenizer, tiny_hf
     root = Path(sys.argv[1])
     model = tiny_hf("clip", tokenizer=clip_tokenizer())
     points = ("write", "exchange", "cleanup")

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import get_model  # noqa: F401 - the session's model cache
+from tiny_models import get_model  # noqa: F401 - the session's model cache
 from test_experiment_config import setup_yaml, world_on_disk  # noqa: F401 - fixture
 
 from platonic.experiments.setups import yaml as config_module

@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from conftest import get_model
+from tiny_models import get_model
 from PIL import Image
 from typer.testing import CliRunner
 

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import get_model
+from tiny_models import get_model
 from safetensors.torch import save_file
 from test_measure_transfer import PROMPTS, probes_n
 

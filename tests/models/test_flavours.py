@@ -8,7 +8,7 @@ from platonic import InvalidInputError
 from platonic.finetuning.attention import attention_lora_modules, attention_weight_names
 from platonic.finetuning import FinetuneConfig, finetune, trainable_parameters
 
-from conftest import get_model
+from tiny_models import get_model
 
 
 def _vision_tower(**kw):

@@ -5,7 +5,7 @@ The full sweep over open_clip.list_models() is scripts/sweep_edit_sites.py.
 
 import pytest
 import torch
-from conftest import get_model
+from tiny_models import get_model
 
 from platonic.verify import check_fold
 

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import get_model
+from tiny_models import get_model
 from safetensors import safe_open
 from safetensors.torch import save_file
 

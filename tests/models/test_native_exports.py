@@ -6,7 +6,7 @@ import json
 import open_clip
 import pytest
 import torch
-from conftest import clip_tokenizer, get_model, tiny_hf
+from tiny_models import clip_tokenizer, get_model, tiny_hf
 from huggingface_hub import ModelCard
 
 from platonic import InvalidInputError

@@ -7,7 +7,7 @@ import open_clip
 import pytest
 import torch
 import yaml
-from conftest import clip_tokenizer, get_model, tiny_hf
+from tiny_models import clip_tokenizer, get_model, tiny_hf
 from huggingface_hub import ModelCard
 from safetensors.torch import save_file
 from test_experiment_config import write_image_folder

@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import get_model
+from tiny_models import get_model
 from safetensors.torch import save_file
 
 from platonic import InvalidInputError

@@ -41,6 +41,16 @@ def num_workers_option():
                         "ahead of the model (0: decode in the main process).")
 
 
+def check_compute(device: str | None) -> None:
+    """Before any work, without importing torch: a launch that lost its processes (`launch_env`), and a
+    --device that is not there (`_checks.check_device`; None and "cpu" are accepted at once)."""
+    from .._checks import check_device
+    from ..launch_env import refuse_lost_processes
+
+    refuse_lost_processes()
+    check_device(device)
+
+
 def use_compute(ctx: typer.Context, device: str | None, dtype: str | None, batch_size: int | None = None,
                 num_workers: int | None = 0):
     """Check the compute options (one-line errors), join the launch's processes if there are several, and make

@@ -7,7 +7,16 @@ from pathlib import Path
 import typer
 
 from ..errors import InvalidInputError
-from .common import console, device_option, dtype_option, input_paths, num_workers_option, overwrite_option, use_compute
+from .common import (
+    check_compute,
+    console,
+    device_option,
+    dtype_option,
+    input_paths,
+    num_workers_option,
+    overwrite_option,
+    use_compute,
+)
 
 
 def finetune(
@@ -49,7 +58,7 @@ def finetune(
     """
     from pydantic import ValidationError
 
-    from .._checks import as_finite_scalar, check_device
+    from .._checks import as_finite_scalar
     from ..finetuning.config import MODES, FinetuneConfig
     from ..layouts import is_finetune_directory
     from ..models import check_spec
@@ -59,7 +68,7 @@ def finetune(
         raise InvalidInputError(f"--mode {mode!r}: choose lora, full or attention")
     if lora_targets not in ("model", "attention"):
         raise InvalidInputError(f"--lora-targets {lora_targets!r}: choose model or attention")
-    check_device(device)
+    check_compute(device)
     check_spec(model)
     name, eq, source = task.partition("=")
     if eq and not (name and source):

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from .common import batch_size_option, console, device_option, dtype_option, num_workers_option, overwrite_option
+from .common import (
+    batch_size_option,
+    check_compute,
+    console,
+    device_option,
+    dtype_option,
+    num_workers_option,
+    overwrite_option,
+)
 
 
 def run(
@@ -32,14 +40,13 @@ def run(
     launch --multi_gpu --num_processes N -m platonic.cli run ...) the recipe's jobs (source fine-tunes,
     measurements, encodings, adapter fits) are spread over them; killed, it resumes with the unfinished ones.
     """
-    from .._checks import check_device
     from ..errors import InvalidInputError
     from ..preflight import check_cache_writable
 
     if not recipe.is_file():
         raise InvalidInputError(f"the recipe {recipe} does not exist" + (" (it is a directory)" if recipe.is_dir() else "")
                                 + "; give a recipe YAML (docs/recipes.md)")
-    check_device(device)
+    check_compute(device)
     from ..recipe.config import read_recipe
 
     loaded = read_recipe(recipe)

@@ -11,6 +11,7 @@ from ..errors import InvalidInputError, ZeroDescriptorWarning
 from ..terms import default_alpha, parse_terms
 from .common import (
     batch_size_option,
+    check_compute,
     check_descriptor_files,
     console,
     device_option,
@@ -53,7 +54,6 @@ def measure(
     The descriptor's provenance records the fine-tune as loaded: its revision and how many tensors. In a
     launch of N processes each encodes its share of the probes; the main process writes the descriptor.
     """
-    from .._checks import check_device
     from ..data.probe_files import check_probe_path
     from ..finetuning import require_exists
     from ..finetuning import require_pinned as refuse_unpinned
@@ -61,7 +61,7 @@ def measure(
     from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs
     from ..storage import artifact_kind
 
-    check_device(device)
+    check_compute(device)
     check_spec(model)
     texts = read_prompts(prompts, classes, template)
     require_exists(finetuned)
@@ -112,14 +112,13 @@ def solve(
 
     The target's embeddings of the probes and prompts run on --device under --dtype; the solve itself is float64.
     """
-    from .._checks import check_device
     from ..data.probe_files import check_probe_path
     from ..models import check_spec
     from ..preflight import check_cache_writable, check_output, refuse_output_among_inputs
     from ..solve_config import CLI_FLAGS, SolveConfig, check_pool
     from ..storage import artifact_kind
 
-    check_device(device)
+    check_compute(device)
     check_spec(target)
     if anchor_weight is not None and solve_kind != "anchored":
         raise InvalidInputError("--anchor-weight is the anchored solve's pool weight, which the paper's solve would "
@@ -189,7 +188,7 @@ def apply(
     as the paper's code, float32 elsewhere), --batch-size and --num-workers are the adapter fit's; the
     closed form runs no forward pass. In a launch the fit is data parallel; the main process writes.
     """
-    from .._checks import as_finite_scalar, check_device
+    from .._checks import as_finite_scalar
     from ..adapt_config import adapt_config_from
     from ..data.probe_files import check_probe_path
     from ..exports import ROUTES, adapter_dir_beside, check_export_output
@@ -204,7 +203,7 @@ def apply(
     if route == "closed_form" and (dtype is not None or batch_size is not None or num_workers):
         raise InvalidInputError("--dtype, --batch-size and --num-workers set the adapter fit (--route adapter); the "
                                 "closed form folds the bank into the weights without a forward pass")
-    check_device(device)
+    check_compute(device)
     check_spec(target)
     inputs = input_paths(target, bank, *descriptors, *(extra or []), *probes)
     if route == "closed_form":
