@@ -193,3 +193,38 @@ def test_each_site_owns_its_design_matrix_and_embedding_change(make_tower, make_
         unfold(record)
     with pytest.raises(EditSiteError, match="takes a delta of shape"):
         site.embedding_change(emb, torch.zeros(3, 3))
+
+
+@pytest.mark.parametrize("make_site,form", [
+    (lambda: ProjectionParameter(ProjTower(), "proj"), "linear"),
+    (lambda: LinearSite(LinearTower(bias=True).head), "linear"),
+    (lambda: AppendedLinearSite.install(NoLinearTower(), "body", D), "linear"),
+    (lambda: HeadAffineSite(ResidualHeadTower().fc2), "head_affine"),
+], ids=["x@proj", "linear-bias", "appended-linear", "head-affine"])
+def test_check_fold_bounds_the_change_without_folding_and_refuses_what_fold_refuses(make_site, form):
+    """`edit.check_fold` skips the fold when `EditSite.change_bound` shows it cannot be refused: the bound must
+    hold (measured ratio <= bound) on every site kind, and a strength `fold` refuses must still be refused."""
+    from platonic.edit import MAX_RELATIVE_CHANGE, check_fold
+
+    site = make_site()
+    shape = site.expected_delta_shape()
+    g = torch.Generator().manual_seed(3)
+    for scale in (1e-3, 0.3, 5.0):
+        op = Operator(delta=scale * torch.randn(*shape, generator=g), form=form, target="fp", terms=(Term(1.0, "s", "t"),))
+        for alpha in (-1.0, 0.5, 7.0):
+            before = {k: t.detach().clone() for k, t in site.tensors().items()}
+            record = fold(site, op, alpha)
+            after = site.tensors()
+            ratio = sum(float((after[k].double() - before[k].double()).norm()) ** 2 for k in before) ** 0.5 / \
+                sum(float(before[k].double().norm()) ** 2 for k in before) ** 0.5
+            unfold(record)
+            assert ratio <= site.change_bound(op.delta, alpha) * (1 + 1e-6) + 1e-9
+    huge = Operator(delta=torch.randn(*shape, generator=g), form=form, target="fp", terms=(Term(1.0, "s", "t"),))
+    kept = {k: t.detach().clone() for k, t in site.tensors().items()}
+    with pytest.raises(EditSiteError, match="times their norm"):
+        check_fold(site, huge, 1e30)
+    overflow = Operator(delta=torch.full(shape, 1e30), form=form, target="fp", terms=(Term(1.0, "s", "t"),))
+    with pytest.raises(EditSiteError, match="non-finite|times their norm"):  # (an operator with NaN is never made)
+        check_fold(site, overflow, 1e9)
+    check_fold(site, huge, 1e-3 * MAX_RELATIVE_CHANGE / max(site.change_bound(huge.delta, 1.0), 1e-30))  # skipped: no fold
+    assert all(torch.equal(kept[k], t) for k, t in site.tensors().items())  # weights untouched throughout

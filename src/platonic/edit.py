@@ -95,6 +95,14 @@ class EditSite(ABC):
     def _invert(self, delta: torch.Tensor, alpha: float) -> None:
         """Undo `_apply(delta, alpha)` without a saved copy."""
 
+    def change_bound(self, delta: torch.Tensor, alpha: float) -> float | None:
+        """An upper bound on ||W' - W|| / ||W|| of folding `delta` at `alpha`, from `delta` alone where the form
+        allows (None: no bound without folding). Linear forms map W to (I + alpha A) W (or P to P (I + alpha A)^T),
+        so the ratio is at most |alpha| ||A||_2 <= |alpha| ||A||_F."""
+        if self.form == "linear":
+            return abs(alpha) * float(torch.linalg.matrix_norm(delta.double()))
+        return None
+
     def expected_delta_shape(self) -> tuple[int, int]:
         """The operator delta this site takes: A (d, d) for the linear forms."""
         return (self.out_dim, self.out_dim)
@@ -291,6 +299,11 @@ class HeadAffineSite(EditSite):
     def tensors(self):
         return {"weight": self.linear.weight, "bias": self.linear.bias}
 
+    def change_bound(self, delta, alpha):
+        """Exact: the fold adds alpha [dW^T; db^T], so the ratio is |alpha| ||B||_F / ||[W, b]||_F."""
+        base = (float(self.linear.weight.detach().double().norm()) ** 2 + float(self.linear.bias.detach().double().norm()) ** 2) ** 0.5
+        return abs(alpha) * float(delta.double().norm()) / max(base, 1e-30)
+
     def _add(self, delta, scale):
         W, b = self.linear.weight, self.linear.bias
         _assign(W, W.to(torch.float64).cpu() + scale * delta[:-1].T)
@@ -423,7 +436,17 @@ def _fold_problem(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor
 def check_fold(site: EditSite, operator: Operator, alpha: float) -> None:
     """Refuse what `fold` would refuse (non-finite weights, a change beyond MAX_RELATIVE_CHANGE), leaving the
     weights as they are: the one bound for every path that evaluates an edit without folding it (the
-    experiments' and recipes' fast path), so that they refuse the strengths `platonic apply` refuses."""
+    experiments' and recipes' fast path), so that they refuse the strengths `platonic apply` refuses.
+
+    Where the site bounds the change from the operator alone (`EditSite.change_bound`) and the bound is a
+    hundred times under MAX_RELATIVE_CHANGE, with a finite operator, no fold can be refused and none is
+    made (the fast path checks thousands of compositions); otherwise the operator is folded and unfolded."""
+    alpha = as_finite_scalar("alpha", alpha)
+    delta = site.check(operator)
+    if bool(torch.isfinite(delta).all()):
+        bound = site.change_bound(delta, alpha)
+        if bound is not None and bound <= MAX_RELATIVE_CHANGE / 100:
+            return
     unfold(fold(site, operator, alpha))
 
 

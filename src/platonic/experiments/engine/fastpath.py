@@ -19,7 +19,7 @@ import torch
 
 from ...bank import Operator
 from ...descriptor import digest_probes
-from ...edit import check_fold
+from ...edit import MAX_RELATIVE_CHANGE, check_fold
 from ...errors import InvalidInputError
 from ...measurement import EmbeddingCache, design_rows, target_grid
 from ...metrics import top1
@@ -62,6 +62,7 @@ class FeatureStore:
         self._operators: dict[tuple[str, OperatorKey], Operator] = {}
         self._deltas: dict[tuple[str, str, OperatorKey], torch.Tensor] = {}
         self._checked: set[tuple] = set()  # (target, terms, alpha) that `check_strength` let through
+        self._unit_bounds: dict[tuple, float | None] = {}  # (target, operator key) -> its change bound at alpha 1
 
     def pool(self, task: str) -> tuple[torch.Tensor, str] | None:
         """(pool inputs, digest) of the anchored solve for operators of `task`; None for the paper's solve."""
@@ -156,12 +157,22 @@ class FeatureStore:
         key = (target, tuple(terms), float(alpha))
         if key in self._checked:
             return
+        site = self.setup.models[target].edit_site
+        bounds = [self._unit_bound(site, target, op_key) for op_key, _ in terms]
+        if None not in bounds and abs(alpha) * sum(abs(c) * b for (_, c), b in zip(terms, bounds)) <= MAX_RELATIVE_CHANGE / 100:
+            self._checked.add(key)  # the triangle inequality over `EditSite.change_bound`: no fold could be refused
+            return
         total = None
         for op_key, c in terms:
             op = c * self._operators[(target, op_key)]
             total = op if total is None else total + op
-        check_fold(self.setup.models[target].edit_site, total, alpha)
+        check_fold(site, total, alpha)
         self._checked.add(key)
+
+    def _unit_bound(self, site, target: str, op_key) -> float | None:
+        if (target, op_key) not in self._unit_bounds:
+            self._unit_bounds[(target, op_key)] = site.change_bound(self._operators[(target, op_key)].delta, 1.0)
+        return self._unit_bounds[(target, op_key)]
 
     def accuracy(self, target: str, eval_set: EvalSet, terms: Sequence[tuple[OperatorKey, float]] = (), alpha: float = 0.0) -> float:
         """Top-1 accuracy of `target` with sum_l c_l O_l folded at `alpha`, from cached features."""
