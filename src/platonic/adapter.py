@@ -41,6 +41,7 @@ from .adapter_terms import as_terms, select_terms
 from .bank import Term
 from .compute import DTYPES
 from .compute import active as active_compute
+from .compute import optimizer_step
 from .descriptor import utc_now
 from .distributed import current as current_group
 from .errors import ArtifactError, FingerprintMismatchError, InvalidInputError
@@ -341,12 +342,7 @@ def adapt(target, terms, *, config: AdaptConfig | None = None, probes: Mapping[s
             optimizer.zero_grad(set_to_none=True)
             (loss if scaler is None else scaler.scale(loss)).backward()
             losses.append(group.sum_gradients(params, loss) if group.parallel else float(loss.detach()))
-            if scaler is None:
-                optimizer.step()
-            else:
-                scaler.step(optimizer)
-                scaler.update()
-            scheduler.step()
+            optimizer_step(optimizer, scheduler, scaler)
             bar.advance(losses[-1])
             if config.holdout > 0 and ((step + 1) % config.eval_every == 0 or step + 1 == steps):
                 value = held_out_residual()

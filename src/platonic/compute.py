@@ -125,6 +125,17 @@ def autocast(device) -> "contextmanager":
     return active().autocast(device)
 
 
+def optimizer_step(optimizer, scheduler, scaler=None) -> None:
+    """One optimiser and scheduler step; through the float16 GradScaler when there is one (it skips a step
+    whose gradients overflowed). The gradients are computed (and unscaled, for clipping) before."""
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)
+        scaler.update()
+    scheduler.step()
+
+
 class RowRange:
     """Rows start .. stop of a lazily decoded split, still lazy: indexing decodes only the rows asked for."""
 

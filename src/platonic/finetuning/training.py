@@ -30,6 +30,7 @@ import torch
 
 from ..compute import active as active_compute
 from ..compute import batches as decoded_batches
+from ..compute import optimizer_step
 from ..distributed import current as current_group
 from ..edit import appended_identity_parameters
 from ..errors import InvalidInputError
@@ -240,12 +241,7 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
             scaler.unscale_(optimizer)
         if config.grad_clip:
             torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-        if scaler is None:
-            optimizer.step()
-        else:
-            scaler.step(optimizer)
-            scaler.update()
-        scheduler.step()
+        optimizer_step(optimizer, scheduler, scaler)
         losses.append(total)
     ft.tower.eval()
     if not all(torch.isfinite(p).all() for p in params):
