@@ -1,7 +1,7 @@
 """Research harness (not part of the package, not tested): re-pre-train one zoo model with an extra
   loss term on the cached world data and print its pooled PR, prompt overlap and zero-shot.
 
-It monkeypatches platonic.world.train (the sampler, the loss, build_module) so the built world and its
+It monkeypatches platonic.world.image.train (the sampler, the loss, build_module) so the built world and its
 recipe hash are untouched. Used for the tables of docs/world.md ("Spreading the embeddings ...").
 Usage: python research/pretrain_levers.py "run('mixer', tag='x', porth=3.0, orth=10.0)"
 Needs the built full world of this checkout (make demo, or platonic world build).

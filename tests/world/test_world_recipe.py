@@ -36,4 +36,4 @@ def test_the_tiny_worlds_weights_are_pinned(tiny_world):
     assert pins["recipe"] == build.RECIPE_VERSION, "RECIPE_VERSION changed: re-pin with scripts/pin_tiny_worlds.py"
     changed = differences(tiny_world["path"], PINS)
     assert not changed, ("the tiny world's weights moved without a RECIPE_VERSION bump; if the change is meant, bump "
-                         "platonic.world.build.RECIPE_VERSION and run scripts/pin_tiny_worlds.py: " + "; ".join(changed[:5]))
+                         "platonic.world.image.build.RECIPE_VERSION and run scripts/pin_tiny_worlds.py: " + "; ".join(changed[:5]))

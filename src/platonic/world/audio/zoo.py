@@ -60,8 +60,8 @@ class AudioModelSpec:
     mixture: dict = field(default_factory=dict)  # pre-training set -> sampling weight
     name_rate: float = 0.8
     hint_rate: float = 0.15
-    image_orthogonality: float = 0.0  # weight of world.train.set_overlap on the audio embeddings
-    prompt_orthogonality: float = 0.0  # weight of world.train.prompt_overlap on class-naming captions
+    image_orthogonality: float = 0.0  # weight of world.common.losses.set_overlap on the audio embeddings
+    prompt_orthogonality: float = 0.0  # weight of world.common.losses.prompt_overlap on class-naming captions
 
     def architecture(self) -> dict:
         return {"arch": self.arch, "arch_kwargs": self.arch_kwargs, "embed_dim": self.embed_dim, "rate": self.rate,
