@@ -81,3 +81,19 @@ def test_the_facade_is_lazy_and_complete():
     namespace: dict = {}
     exec("from platonic import *", namespace)
     assert set(platonic.__all__) <= set(namespace)
+
+
+@pytest.mark.parametrize("args", [("experiment", "nosuch"), ("world", "path", "--profile", "nosuch"),
+                                  ("world", "audio-path", "--profile", "big"), ("world", "build", "--profile", "x")],
+                         ids=lambda a: " ".join(a))
+def test_a_wrong_experiment_or_world_profile_is_refused_before_torch_loads(args):
+    code, heavy, err = run_cli(*args)
+    assert code == 2 and heavy == [] and err.startswith("error: unknown "), err
+
+
+def test_the_world_profiles_the_command_line_knows_are_the_builds():
+    from platonic.cli import world as cli
+    from platonic.world.audio.build import PROFILES as AUDIO
+    from platonic.world.image.build import PROFILES as IMAGE
+
+    assert set(cli.PROFILES) == set(IMAGE) == set(AUDIO)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from ..errors import InvalidInputError
 from .common import batch_size_option, console, dtype_option, num_workers_option
 
 # --help is answered without importing the engine (which imports torch): these texts are the protocol
@@ -116,6 +117,9 @@ def experiment(
     N processes (accelerate launch --multi_gpu --num_processes N -m platonic.cli experiment ...) the run's
     jobs (fine-tunes, measurements, encodings, adapter fits) are spread over them and the main process writes.
     """
+    unknown = [n for n in names if n not in EXPERIMENT_NAMES.split(", ")]
+    if unknown:  # the registry's own message, before the engine (and torch) load
+        raise InvalidInputError(f"unknown experiment(s) {', '.join(unknown)}; choose from {EXPERIMENT_NAMES}")
     from ..distributed import current
     from ..experiments.command import ExperimentRequest, run_request
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from ..errors import InvalidInputError
 from .common import batch_size_option, num_workers_option, use_compute
 from .errors import OneLineErrors
 
@@ -39,6 +40,14 @@ def _audio_world():
 
 
 WORLDS = {"image": _image_world, "audio": _audio_world}
+# Both worlds' profiles, written out so that a wrong --profile is refused before the world's modules (and
+# torch) load; tests/test_cli_speed.py checks they are the builds' own `PROFILES`.
+PROFILES = ("tiny", "full")
+
+
+def _known_profile(profile: str, label: str = "world") -> None:
+    if profile not in PROFILES:
+        raise InvalidInputError(f"unknown {label} profile {profile!r}; use one of {', '.join(PROFILES)}")
 
 
 def _seed():
@@ -67,6 +76,7 @@ def _build(kind: str, profile: str, seed: int, force: bool, workers: int, quiet:
     """Build (or find in the cache) a world, measure its report (the experiment engine), print its checks."""
     from ..preflight import check_cache_writable
 
+    _known_profile(profile, "world" if kind == "image" else "audio world")
     world = WORLDS[kind]()
     world["check"](profile)
     check_cache_writable()
@@ -89,8 +99,7 @@ def build(
     num_workers: int = num_workers_option(),
 ):
     """Build (or find in the cache) the world, measure its report (the experiment engine) and print its checks."""
-    from ..errors import InvalidInputError
-
+    _known_profile(profile)
     if str(device).split(":")[0] != "cpu" or dtype != "float32":
         raise InvalidInputError(f"--device {device} --dtype {dtype}: a world is built on the cpu in float32 (its cache "
                                 "key is its recipe, whose weights are pinned as CPU float32); run experiments on a GPU "
@@ -105,6 +114,7 @@ def diagnose(profile: str = typer.Option("full", "--profile", help="tiny or full
     """Why the closed form works or fails on the world: per model, the ceilings of a last-layer edit
     (linear probe, best linear map), the oracle, its locality, and the participation ratio of the
     probe embeddings; then the checks. Builds and measures the world first where needed."""
+    _known_profile(profile)
     from ..experiments.checks import diagnostics_table, world_report
     from ..preflight import check_cache_writable
     from ..world.image.build import KINDS, check_profile, ensure_world
@@ -119,6 +129,7 @@ def diagnose(profile: str = typer.Option("full", "--profile", help="tiny or full
 @world_app.command("path")
 def where(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed")):
     """Print the cache directory of a world build (built or not)."""
+    _known_profile(profile)
     typer.echo(str(WORLDS["image"]()["dir"](profile, seed)))
 
 
@@ -136,6 +147,7 @@ def audio_build(
 @world_app.command("audio-path")
 def audio_where(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed")):
     """Print the cache directory of an audio world build (built or not)."""
+    _known_profile(profile, "audio world")
     typer.echo(str(WORLDS["audio"]()["dir"](profile, seed)))
 
 
@@ -152,7 +164,7 @@ def probes(
     """Write a world task's probes (30 train items per class, seed 42) and class prompts, for `platonic
     measure --probes FILE --prompts FILE.txt` and `platonic solve` on models outside the world (the world
     is built first where needed)."""
-    from ..errors import InvalidInputError
+    _known_profile(profile, "audio world" if audio else "world")
     from ..experiments.setups import world_grid
     from ..preflight import check_cache_writable
     from ..storage import atomic_write, refuse_existing, write_tensors
