@@ -396,6 +396,12 @@ class FoldRecord:
 MAX_RELATIVE_CHANGE = 1e3  # ||W' - W|| / ||W|| of a fold; beyond it the edit swamps the weights it edits
 
 
+def never_refused(bound: float | None) -> bool:
+    """True when a fold whose relative change is at most `bound` (`EditSite.change_bound`, None: unknown) cannot
+    be refused: a hundred times under MAX_RELATIVE_CHANGE, so no fold is needed to check it (`check_fold`)."""
+    return bound is not None and bound <= MAX_RELATIVE_CHANGE / 100
+
+
 def fold(site: EditSite, operator: Operator, alpha: float = 0.5) -> FoldRecord:
     """Fold `operator` into `site` at strength `alpha`, in place; returns a record for `unfold`.
 
@@ -444,8 +450,7 @@ def check_fold(site: EditSite, operator: Operator, alpha: float) -> None:
     alpha = as_finite_scalar("alpha", alpha)
     delta = site.check(operator)
     if bool(torch.isfinite(delta).all()):
-        bound = site.change_bound(delta, alpha)
-        if bound is not None and bound <= MAX_RELATIVE_CHANGE / 100:
+        if never_refused(site.change_bound(delta, alpha)):
             return
     unfold(fold(site, operator, alpha))
 

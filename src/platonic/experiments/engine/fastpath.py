@@ -19,7 +19,7 @@ import torch
 
 from ...bank import Operator
 from ...descriptor import digest_probes
-from ...edit import MAX_RELATIVE_CHANGE, check_fold
+from ...edit import check_fold, never_refused
 from ...errors import InvalidInputError
 from ...measurement import EmbeddingCache, design_rows, target_grid
 from ...metrics import top1
@@ -159,7 +159,7 @@ class FeatureStore:
             return
         site = self.setup.models[target].edit_site
         bounds = [self._unit_bound(site, target, op_key) for op_key, _ in terms]
-        if None not in bounds and abs(alpha) * sum(abs(c) * b for (_, c), b in zip(terms, bounds)) <= MAX_RELATIVE_CHANGE / 100:
+        if None not in bounds and never_refused(abs(alpha) * sum(abs(c) * b for (_, c), b in zip(terms, bounds))):
             self._checked.add(key)  # the triangle inequality over `EditSite.change_bound`: no fold could be refused
             return
         total = None
