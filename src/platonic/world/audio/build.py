@@ -19,7 +19,7 @@ Layout under $CACHE/audio-world/ ($CACHE: $PLATONIC_CACHE, else $XDG_CACHE_HOME/
 The data hash covers the data version, sizes, seed, probes and tasks (`data_record`); the recipe hash
 covers that, the recipe version, the profile and the model specs (`recipe_record`): declared objects,
 no source file, so moving code rebuilds nothing (tests/audio_zoo pins the tiny audio world's weights).
-Jobs (pre-train one model; fine-tune one (model, task), both kinds) run in forked single-threaded worker
+Jobs (pre-train one model; fine-tune one (model, task), both kinds) run in single-threaded worker
 processes, each seeded by itself, so the weights do not depend on the number of workers.
 """
 

@@ -1,4 +1,4 @@
-"""What both worlds' builds share on the worker side: forked single-threaded workers, deterministic torch,
+"""What both worlds' builds share on the worker side: single-threaded worker processes, deterministic torch,
 the seed of a model from the world seed, and a world's inputs (data and caption cache) read once per process.
 
 Each job seeds itself (`model_seed`), so the weights do not depend on the number of workers.
@@ -37,8 +37,16 @@ def _init_worker() -> None:
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """Forked single-threaded workers (fork, not spawn: callers need no `if __name__ == "__main__"` guard)."""
-    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"), initializer=_init_worker)
+    """Single-threaded workers started by a fork server.
+
+    Not plain fork: a process that has already run torch's OpenMP pool or the tokenizers' threads (a test
+    session, a notebook) can fork a child while another thread holds a lock, and the child then waits on it
+    for ever (seen once in CI: the test session and both workers in futex waits). The fork server is a fresh
+    process with no such threads, and the jobs read their inputs from disk (`world_inputs`), so nothing of the
+    caller's state is needed. Like spawn, it re-imports the caller's `__main__`: a script that builds a world
+    keeps its work under `if __name__ == "__main__":`.
+    """
+    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver"), initializer=_init_worker)
 
 
 def read_captions(world: Path) -> tuple[list[str], torch.Tensor]:

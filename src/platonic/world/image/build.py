@@ -19,7 +19,7 @@ Layout of a built world (one directory per version x profile x seed x recipe has
 $CACHE is $PLATONIC_CACHE, else $XDG_CACHE_HOME/platonic, else ~/.cache/platonic. The recipe hash
 covers the recipe's declared objects (`recipe_record`: versions, profile, seed, model specs, tasks), not
 source files, so moving or documenting code rebuilds nothing; a change of what a build trains bumps
-`RECIPE_VERSION`. Work runs in a pool of forked single-threaded worker processes (each job seeded on its
+`RECIPE_VERSION`. Work runs in a pool of single-threaded worker processes started by a fork server (each job seeded on its
 own, so results do not depend on the number of workers).
 
 Source kinds are built on demand: `ensure_world()` (the demo, the experiments, `world:NAME/TASK`) builds
