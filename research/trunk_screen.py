@@ -54,11 +54,16 @@ BASES = {
     "lite1-mlp": ("efficientnet-lite1", "mlp", 384, 2),
     "lite2-linear": ("efficientnet-lite2", "linear", 192, 3),
 }
-SCRATCH = ("vit-a", "resnet", "mixer")  # built world models joining the cross-model table
+# built world models joining the cross-model table (and research/student_screen.py's students, "student-ARCH")
+SCRATCH = tuple(os.environ.get("SCREEN_SCRATCH_MODELS", "vit-a,resnet,mixer").split(","))
+
+
+# SCREEN_HARD=1: shapes and textures replaced by research/hard_tasks_screen.py's candidates (issue 33, item 4)
+HARD = {"shapes": "small-lowc", "textures": "lowc-noise-rot"} if os.environ.get("SCREEN_HARD") == "1" else {}
 
 
 def out_dir() -> Path:
-    p = Path(os.environ.get("PLATONIC_RESEARCH_OUT", "/tmp/platonic-research")) / f"trunk-screen-{SIZE}"
+    p = Path(os.environ.get("PLATONIC_RESEARCH_OUT", "/tmp/platonic-research")) / f"trunk-screen-{SIZE}{'-hard' if HARD else ''}"
     p.mkdir(parents=True, exist_ok=True)
     return p
 
@@ -85,6 +90,15 @@ def subsample(data) -> dict:
         te = torch.randperm(len(d.test), generator=g)[:N_TEST]
         out[s] = {"train": (d.train.images[tr], d.train.labels[tr]), "test": (d.test.images[te], d.test.labels[te]),
                   "probes": d.probes, "prompts": list(d.task.prompts)}
+    for s, candidate in HARD.items():  # rendered anew: 1,000 train (probes: 30 a class of them, the world's draw), 500 test
+        sys.path.insert(0, str(Path(__file__).parent))
+        from hard_tasks_screen import CANDIDATES, split
+        from platonic.data.probes import probe_indices
+
+        k = len(out[s]["prompts"])
+        train = split(s, CANDIDATES[s][candidate], N_TRAIN // k * k, 11)
+        test = split(s, CANDIDATES[s][candidate], N_TEST // k * k, 12)
+        out[s].update(train=train, test=test, probes=train[0][probe_indices(len(train[0]), k)])
     return out
 
 
@@ -207,6 +221,8 @@ def splits(s):
 
 
 BLOCK_LR = float(os.environ.get("SCREEN_BLOCK_LR", "1e-3"))
+LORA_LR = float(os.environ.get("SCREEN_LORA_LR", "1e-2"))
+LORA_TARGETS = ["conv_pw", "conv_pwl", "conv_head"]  # the last stage's pointwise convolutions and the 1x1 head conv
 
 
 def finetune_source(model: HeadModel, feats, tail_state, trunk_name, task, kind, steps=200, batch=64, lr=1e-3, replay=3.0, seed=0):
@@ -214,12 +230,20 @@ def finetune_source(model: HeadModel, feats, tail_state, trunk_name, task, kind,
     torch.manual_seed(seed)
     head = __import__("copy").deepcopy(model.image)
     tail = None
-    if kind == "block":
+    if kind in ("block", "lora"):
         trunk = load_trunk(trunk_name)
         tail = Tail(trunk)
         tail.load_state_dict(tail_state)
         tail.eval()  # batch-norm statistics frozen; affine parameters train
-    params = list(head.parameters()) + (list(tail.parameters()) if tail is not None else [])
+    if kind == "lora":  # peft LoRA (rank 4, alpha 8) on the last stage's 1x1 convolutions; head and the rest frozen
+        from peft import LoraConfig, inject_adapter_in_model
+
+        tail = inject_adapter_in_model(LoraConfig(r=4, lora_alpha=8, target_modules=LORA_TARGETS), tail)
+        for p in head.parameters():
+            p.requires_grad_(False)
+        params = [p for n, p in tail.named_parameters() if "lora_" in n]
+    else:
+        params = list(head.parameters()) + (list(tail.parameters()) if tail is not None else [])
     key = 1 if kind == "head" else 0  # features index: 1 pooled, 0 activations below the last stage
 
     def image(x):
@@ -232,7 +256,7 @@ def finetune_source(model: HeadModel, feats, tail_state, trunk_name, task, kind,
                      for s in TASK_NAMES if s != task])
     with torch.no_grad():
         rep_target = F.normalize(image(rep), dim=-1)
-    lr = BLOCK_LR if kind == "block" else lr
+    lr = {"block": BLOCK_LR, "lora": LORA_LR}.get(kind, lr)
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
     scale = float(model.scale.detach())
     for step in range(steps):
@@ -312,7 +336,8 @@ if __name__ == "__main__":
                     fn = finetune_source(model, feats, feats["tail"], trunk, t, kind, seed=100 * seed + i)
                     out[t] = embed_all(fn)
                 return out
-            suffix = f"-lr{BLOCK_LR:g}" if kind == "block" and BLOCK_LR != 1e-3 else ""
+            suffix = (f"-lr{BLOCK_LR:g}" if kind == "block" and BLOCK_LR != 1e-3 else
+                      f"-lr{LORA_LR:g}" if kind == "lora" and LORA_LR != 1e-2 else "")
             S[(name, kind)] = cached(OUT / f"sources-{tag}-{kind}{suffix}.pt", make)
         # linear probe and PR of the base embedding
         lp = {}

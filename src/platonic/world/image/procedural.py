@@ -28,7 +28,9 @@ def _jitter_colour(rgb, rng, amount=25) -> tuple[int, int, int]:
     return tuple(int(np.clip(v + rng.integers(-amount, amount + 1), 0, 255)) for v in rgb)
 
 
-def _draw_shape(draw, kind: str, cx: float, cy: float, r: float, colour, rng) -> None:
+def draw_shape(draw, kind: str, cx: float, cy: float, r: float, colour, rng) -> None:
+    """Draw shape `kind` (one of `SHAPES`) of radius r centred at (cx, cy) in `colour` with PIL's `draw`, turned by
+    an angle drawn from `rng` (the shapes task's drawing; research/hard_tasks_screen.py draws its candidates with it)."""
     rot = rng.uniform(0, 2 * math.pi)
     if kind == "circle":
         draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=colour)
@@ -68,7 +70,7 @@ def _shape_image(label: int, rng) -> np.ndarray:
     draw = ImageDraw.Draw(img)
     r = rng.uniform(7, 13)
     cx, cy = rng.uniform(r + 1, CANONICAL_SIZE - r - 1, size=2)
-    _draw_shape(draw, SHAPES[label], cx, cy, r, _random_colour(rng), rng)
+    draw_shape(draw, SHAPES[label], cx, cy, r, _random_colour(rng), rng)
     return _noisy(img, rng)
 
 
@@ -79,7 +81,7 @@ def _colour_image(label: int, rng) -> np.ndarray:
     draw = ImageDraw.Draw(img)
     r = rng.uniform(6, 12)
     cx, cy = rng.uniform(r + 1, CANONICAL_SIZE - r - 1, size=2)
-    _draw_shape(draw, SHAPES[int(rng.integers(0, len(SHAPES)))], cx, cy, r, _jitter_colour(COLOUR_RGB[label], rng, 30), rng)
+    draw_shape(draw, SHAPES[int(rng.integers(0, len(SHAPES)))], cx, cy, r, _jitter_colour(COLOUR_RGB[label], rng, 30), rng)
     return _noisy(img, rng)
 
 
