@@ -36,9 +36,8 @@ import trunk_screen as TS  # noqa: E402
 from platonic.world.common.jobs import read_captions  # noqa: E402
 from platonic.world.common.losses import contrastive_loss  # noqa: E402
 from platonic.world.image.build import world_dir  # noqa: E402
-from platonic.world.image.data import TASK_NAMES, all_sets, caption_pools  # noqa: E402
+from platonic.world.image.data import TASK_NAMES  # noqa: E402
 from platonic.world.image.nets import TOWERS  # noqa: E402
-from platonic.world.image.tasks import GENERIC_CAPTIONS  # noqa: E402
 from platonic.world.image.zoo import normalise_pixels  # noqa: E402
 
 torch.set_num_threads(int(os.environ.get("SCREEN_THREADS", "1")))
@@ -74,12 +73,7 @@ class Student(nn.Module):
 
 def pretrain(student, images, labels, teacher_z, vocab, emb, seed, batch=128, lr=2e-3):
     """images[k] (n_k, 3, 32, 32) uint8, labels[k], teacher_z[k] (n_k, d_t) unit; contrastive + DISTILL * (1 - cos)."""
-    index = {c: i for i, c in enumerate(vocab)}
-    sets = all_sets()
-    name_ids = [torch.tensor([[index[c] for c in caps] for caps in caption_pools(sets[s])["name"]]) for s in TS.SETS]
-    hint_ids = [torch.tensor([[index[c] for c in caps] for caps in caption_pools(sets[s])["hint"]]) for s in TS.SETS]
-    generic = torch.tensor([index[c] for c in GENERIC_CAPTIONS])
-    g = torch.Generator().manual_seed(seed)
+    draw = TS.CaptionDraw(vocab, labels, NAME_RATE, seed)
     params = [p for p in student.parameters() if p.requires_grad]
     opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.05},
                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.98))
@@ -87,20 +81,9 @@ def pretrain(student, images, labels, teacher_z, vocab, emb, seed, batch=128, lr
     for step in range(STEPS):
         for grp in opt.param_groups:
             grp["lr"] = lr * TS.schedule(step, STEPS)
-        which = torch.randint(0, len(TS.SETS), (batch,), generator=g)
-        kinds, pick = torch.rand(batch, generator=g), torch.randint(0, 4, (batch,), generator=g)
-        xs, caps, ts = [], [], []
-        for k in range(len(TS.SETS)):
-            rows = (which == k).nonzero().flatten()
-            if not len(rows):
-                continue
-            idx = torch.randint(0, len(images[k]), (len(rows),), generator=g)
-            lab, kr = labels[k][idx], kinds[rows]
-            caps.append(torch.where(kr < NAME_RATE, name_ids[k][lab, pick[rows]],
-                                    torch.where(kr < NAME_RATE + 0.4, hint_ids[k][lab, pick[rows]], generic[pick[rows]])))
-            xs.append(images[k][idx])
-            ts.append(teacher_z[k][idx])
-        x, cap, t = torch.cat(xs), torch.cat(caps), torch.cat(ts)
+        drawn = draw(batch)
+        x, cap = torch.cat([images[k][idx] for k, idx, _ in drawn]), torch.cat([c for _, _, c in drawn])
+        t = torch.cat([teacher_z[k][idx] for k, idx, _ in drawn])
         zi = student.embed(x)
         loss = contrastive_loss(zi, student.text(emb[cap]), cap, student, "clip")
         loss = loss + DISTILL * (1 - F.cosine_similarity(student.to_teacher(zi), t, dim=-1)).mean()

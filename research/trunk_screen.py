@@ -157,45 +157,56 @@ def schedule(step, total, warm=0.05):
     return (step + 1) / w if step < w else 0.5 * (1 + math.cos(math.pi * (step - w) / max(1, total - w)))
 
 
+class CaptionDraw:
+    """Pre-training batches over SETS as the world draws them: a set per row, an item of it, and a caption that
+    names the item's class `name_rate` of the time, a group or domain 40 %, else a generic one.
+    labels[k] (n_k,) class of each item of set k."""
+
+    def __init__(self, vocab, labels, name_rate: float, seed: int):
+        index = {c: i for i, c in enumerate(vocab)}
+        sets = all_sets()
+        pools = [caption_pools(sets[s]) for s in SETS]
+        self.name_ids = [torch.tensor([[index[c] for c in caps] for caps in p["name"]]) for p in pools]
+        self.hint_ids = [torch.tensor([[index[c] for c in caps] for caps in p["hint"]]) for p in pools]
+        self.generic = torch.tensor([index[c] for c in GENERIC_CAPTIONS])
+        self.labels, self.name_rate = labels, name_rate
+        self.g = torch.Generator().manual_seed(seed)
+
+    def __call__(self, batch: int) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
+        """[(set k, item indices (b_k,), caption ids (b_k,))] for the sets drawn, in set order."""
+        g = self.g
+        which = torch.randint(0, len(SETS), (batch,), generator=g)
+        kinds, pick = torch.rand(batch, generator=g), torch.randint(0, 4, (batch,), generator=g)
+        out = []
+        for k in range(len(SETS)):
+            rows = (which == k).nonzero().flatten()
+            if not len(rows):
+                continue
+            idx = torch.randint(0, len(self.labels[k]), (len(rows),), generator=g)
+            lab, kr, pk = self.labels[k][idx], kinds[rows], pick[rows]
+            cap = torch.where(kr < self.name_rate, self.name_ids[k][lab, pk],
+                              torch.where(kr < self.name_rate + 0.4, self.hint_ids[k][lab, pk], self.generic[pk]))
+            out.append((k, idx, cap))
+        return out
+
+
 def pretrain(feats: dict, vocab, emb, form: str, d: int, seed: int, steps=2000, batch=256, lr=1e-3) -> HeadModel:
     """LiT on pooled features: CLIP loss + 10 set_overlap + 3 prompt_overlap (the world's terms)."""
     torch.manual_seed(seed)
     model = HeadModel(form, feats[SETS[0]]["train"][1].shape[1], d)
-    index = {c: i for i, c in enumerate(vocab)}
-    sets = all_sets()
-    name_ids, hint_ids, X, Y = [], [], [], []
-    for s in SETS:
-        pools = caption_pools(sets[s])
-        name_ids.append(torch.tensor([[index[c] for c in caps] for caps in pools["name"]]))
-        hint_ids.append(torch.tensor([[index[c] for c in caps] for caps in pools["hint"]]))
-        X.append(feats[s]["train"][1])
-        Y.append(SUB[s]["train"][1])
-    generic = torch.tensor([index[c] for c in GENERIC_CAPTIONS])
-    g = torch.Generator().manual_seed(seed + 1)
+    X = [feats[s]["train"][1] for s in SETS]
+    draw = CaptionDraw(vocab, [SUB[s]["train"][1] for s in SETS], NAME_RATE, seed + 1)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.05},
                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.98))
     for step in range(steps):
         for grp in opt.param_groups:
             grp["lr"] = lr * schedule(step, steps)
-        which = torch.randint(0, len(SETS), (batch,), generator=g)
-        kinds, pick = torch.rand(batch, generator=g), torch.randint(0, 4, (batch,), generator=g)
-        xs, caps = [], []
-        for k in range(len(SETS)):
-            rows = (which == k).nonzero().flatten()
-            if not len(rows):
-                continue
-            idx = torch.randint(0, len(X[k]), (len(rows),), generator=g)
-            lab = Y[k][idx]
-            kr = kinds[rows]
-            cap = torch.where(kr < NAME_RATE, name_ids[k][lab, pick[rows]],
-                              torch.where(kr < NAME_RATE + 0.4, hint_ids[k][lab, pick[rows]], generic[pick[rows]]))
-            xs.append(X[k][idx])
-            caps.append(cap)
-        set_ids = torch.cat([torch.full((int((which == k).sum()),), k) for k in range(len(SETS)) if (which == k).any()])
-        x, cap = torch.cat(xs), torch.cat(caps)
+        drawn = draw(batch)
+        x, cap = torch.cat([X[k][idx] for k, idx, _ in drawn]), torch.cat([c for _, _, c in drawn])
+        set_ids = torch.cat([torch.full((len(idx),), k) for k, idx, _ in drawn])
         zi, zt = model.image(x), model.text(emb[cap])
-        loss = contrastive_loss(zi, zt, cap, model, "clip") + 10 * set_overlap(zi, set_ids) + 3 * prompt_overlap(model.text, emb, name_ids)
+        loss = contrastive_loss(zi, zt, cap, model, "clip") + 10 * set_overlap(zi, set_ids) + 3 * prompt_overlap(model.text, emb, draw.name_ids)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
