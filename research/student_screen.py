@@ -16,7 +16,9 @@ puts the students in its tables.
 
 Usage: python research/student_screen.py ARCH [ARCH ...]   (vit, resnet, mixer); run trunk_screen.py first
 (the subsample, the teacher's features and base). Env: STUDENT_TEACHER (lite0-linear), STUDENT_DISTILL
-(weight, 5), STUDENT_STEPS (1500), STUDENT_NAME_RATE (0.03), STUDENT_TAG (''), SCREEN_THREADS (1).
+(weight, 5), STUDENT_STEPS (1500), STUDENT_NAME_RATE (0.03), STUDENT_TAG (''), STUDENT_SOURCE (full | last; last needs a
+tower with `blocks`: vit, mixer),
+SCREEN_THREADS (1). The pre-trained student is kept as OUT/student-ARCH{TAG}.pt and reused.
 """
 import copy
 import json
@@ -51,6 +53,16 @@ DISTILL = float(os.environ.get("STUDENT_DISTILL", "5"))
 STEPS = int(os.environ.get("STUDENT_STEPS", "1500"))
 NAME_RATE = float(os.environ.get("STUDENT_NAME_RATE", "0.03"))
 TAG = os.environ.get("STUDENT_TAG", "")  # appended to the model's name: student-ARCH{TAG}
+# "full": every tower parameter (the built world's sources); "last": the last block and what follows it
+SOURCE = os.environ.get("STUDENT_SOURCE", "full")
+
+
+def trainable(name: str, depth: int) -> bool:
+    """Whether a tower parameter trains in a source of kind SOURCE ("last": the last of `blocks` and the
+    layers after it, e.g. the ViT's last block, ln_post and proj)."""
+    if SOURCE == "full":
+        return True
+    return name.startswith(f"blocks.{depth - 1}.") or not name.startswith(("patch", "cls", "pos", "blocks.", "stem", "stages."))
 
 
 class Student(nn.Module):
@@ -110,6 +122,10 @@ def full_source(student, task, G, seed, steps=128, batch=64, lr=1e-3, replay=3.0
     """The world's full-source recipe on the student's image tower; returns the tuned tower."""
     torch.manual_seed(seed)
     tower = copy.deepcopy(student.image).train()
+    depth = len(tower.blocks)
+    params = [p for n, p in tower.named_parameters() if trainable(n, depth)]
+    for n, p in tower.named_parameters():
+        p.requires_grad_(trainable(n, depth))
 
     def z(x):
         return tower(normalise_pixels(x, student.size))
@@ -119,7 +135,7 @@ def full_source(student, task, G, seed, steps=128, batch=64, lr=1e-3, replay=3.0
                      for s in TASK_NAMES if s != task])
     with torch.no_grad():
         rep_target = F.normalize(student.embed(rep), dim=-1)
-    opt = torch.optim.AdamW(tower.parameters(), lr=lr, weight_decay=0.1)
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.1)
     scale = float(student.scale.detach())
     for step in range(steps):
         for grp in opt.param_groups:
@@ -148,8 +164,15 @@ if __name__ == "__main__":
     for i, arch in enumerate(sys.argv[1:]):
         t0 = time.time()
         torch.manual_seed(500 + i)
-        student = pretrain(Student(arch, d_t), [TS.SUB[s]["train"][0] for s in TS.SETS], [TS.SUB[s]["train"][1] for s in TS.SETS],
-                           teacher_z, vocab, emb, seed=600 + i)
+        student = Student(arch, d_t)
+        saved = out / f"student-{arch}{TAG}.pt"  # the pre-trained student, reused by later source kinds
+        if saved.exists():
+            student.load_state_dict(torch.load(saved))
+            student.eval()
+        else:
+            student = pretrain(student, [TS.SUB[s]["train"][0] for s in TS.SETS], [TS.SUB[s]["train"][1] for s in TS.SETS],
+                               teacher_z, vocab, emb, seed=600 + i)
+            torch.save(student.state_dict(), saved)
         t1 = time.time()
         P = {s: prompts_of(student, vocab, emb, s) for s in TS.SETS}
         record = {"base": embed_sets(student.embed), "prompts": P}
@@ -162,8 +185,9 @@ if __name__ == "__main__":
                                      E[t]["test"], TS.SUB[t]["test"][1], len(TS.SUB[t]["prompts"])) for t in TASK_NAMES}
         zs = {s: TS.acc(E[s]["test"], P[s], TS.SUB[s]["test"][1]) for s in TS.SETS}
         pr = TS.participation_ratio(torch.cat([E[t]["probes"] for t in TASK_NAMES]))
-        torch.save(record, out / f"scratch-student-{arch}{TAG}.pt")
-        print(json.dumps({"model": f"student-{arch}{TAG}", "teacher": TEACHER, "distill": DISTILL, "steps": STEPS,
+        name = f"student-{arch}{TAG}{'' if SOURCE == 'full' else '-' + SOURCE}"
+        torch.save(record, out / f"scratch-{name}.pt")
+        print(json.dumps({"model": name, "source": SOURCE, "teacher": TEACHER, "distill": DISTILL, "steps": STEPS,
                           "zero_shot": round(sum(zs[t] for t in TASK_NAMES) / 8, 1), "probe": round(sum(lp.values()) / 8, 1),
                           "pr": round(pr, 1), "zs": {s: round(v, 1) for s, v in zs.items()}, "lp": {t: round(v, 1) for t, v in lp.items()},
                           "seconds": {"pretrain": round(t1 - t0), "sources": round(time.time() - t1)}}), flush=True)

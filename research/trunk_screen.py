@@ -2,7 +2,8 @@
 on cached features, before any rebuild.
 
 Bases: the ImageNet-pretrained EfficientNet-Lite0/1/2 trunks (`platonic.world.image.trunks`), frozen, with a
-trainable image head (linear, or MLP) and a trainable linear text head over the frozen MiniLM, pre-trained
+trainable image head (linear, MLP, or an attention pool of open_clip's timm "abs_attn" form over the
+final 2 x 2 feature map: `AttnPool`, model lite1-attn) and a trainable linear text head over the frozen MiniLM, pre-trained
 LiT-style with the world's CLIP loss and orthogonality terms on captions that name the class only
 `name_rate` of the time. Sources, per (model, task), with the world's replay term (rho 3 over 64 train
 images of every other task):
@@ -53,6 +54,7 @@ BASES = {
     "lite0-linear": ("efficientnet-lite0", "linear", 256, 1),
     "lite1-mlp": ("efficientnet-lite1", "mlp", 384, 2),
     "lite2-linear": ("efficientnet-lite2", "linear", 192, 3),
+    "lite1-attn": ("efficientnet-lite1", "attn", 384, 4),  # open_clip's timm_pool "abs_attn" form (AttnPool)
 }
 # built world models joining the cross-model table (and research/student_screen.py's students, "student-ARCH")
 SCRATCH = tuple(os.environ.get("SCREEN_SCRATCH_MODELS", "vit-a,resnet,mixer").split(","))
@@ -105,14 +107,30 @@ def subsample(data) -> dict:
 # -- trunk features --------------------------------------------------------------------------------
 
 class Tail(nn.Module):
-    """The trunk above the cached activations: last stage, 1x1 head conv, batch norm + act, average pool."""
+    """The trunk above the cached activations: last stage, 1x1 head conv, batch norm + act, then the average
+    pool (B, 1280), or with pool=False the feature map (B, 1280, h, w) an attention-pool head reads."""
 
-    def __init__(self, trunk):
+    def __init__(self, trunk, pool: bool = True):
         super().__init__()
         self.block, self.conv_head, self.bn2 = trunk.blocks[-1], trunk.conv_head, trunk.bn2
+        self.pool = pool
 
     def forward(self, a):
-        return self.bn2(self.conv_head(self.block(a))).mean((2, 3))
+        m = self.bn2(self.conv_head(self.block(a)))
+        return m.mean((2, 3)) if self.pool else m
+
+
+@torch.inference_mode()
+def with_maps(feats: dict, trunk_name: str) -> dict:
+    """feats with each pooled (n, 1280) replaced by the feature map (n, 1280, h, w), computed from the cached
+    activations below the last stage (what an attention-pool head reads)."""
+    tail = Tail(load_trunk(trunk_name), pool=False).eval()
+    tail.load_state_dict(feats["tail"])
+    out = {"tail": feats["tail"]}
+    for s, splits_ in feats.items():
+        if s != "tail":
+            out[s] = {k: (pre, torch.cat([tail(pre[i:i + 512]) for i in range(0, len(pre), 512)])) for k, (pre, _) in splits_.items()}
+    return out
 
 
 def trunk_features(trunk_name: str, sub: dict) -> dict:
@@ -139,10 +157,33 @@ def trunk_features(trunk_name: str, sub: dict) -> dict:
 
 # -- models on features ------------------------------------------------------------------------------
 
+class AttnPool(nn.Module):
+    """timm's AttentionPool2d form (open_clip's timm_pool "abs_attn"): the feature map's tokens with their mean
+    prepended, absolute position embeddings, one multi-head attention whose token-0 output goes through `proj`
+    (B, C, h, w) -> (B, d). `proj` is the edit site (a Linear)."""
+
+    def __init__(self, channels: int, d: int, tokens: int = 4, width: int = 256, heads: int = 4):
+        super().__init__()
+        self.pos = nn.Parameter(channels ** -0.5 * torch.randn(tokens + 1, channels))
+        self.qkv = nn.Linear(channels, 3 * width)
+        self.proj = nn.Linear(width, d)
+        self.heads, self.width = heads, width
+
+    def forward(self, x):
+        t = x.flatten(2).transpose(1, 2)
+        t = torch.cat([t.mean(1, keepdim=True), t], 1) + self.pos
+        B, N, _ = t.shape
+        q, k, v = self.qkv(t).reshape(B, N, 3, self.heads, self.width // self.heads).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q[:, :, :1], k, v)  # (B, heads, 1, width / heads)
+        return self.proj(o.reshape(B, self.width))
+
+
 class HeadModel(nn.Module):
     def __init__(self, form: str, features: int, d: int):
         super().__init__()
-        self.image = nn.Linear(features, d) if form == "linear" else nn.Sequential(nn.Linear(features, 1024), nn.GELU(), nn.Linear(1024, d))
+        self.form = form
+        self.image = (nn.Linear(features, d) if form == "linear" else AttnPool(features, d) if form == "attn" else
+                      nn.Sequential(nn.Linear(features, 1024), nn.GELU(), nn.Linear(1024, d)))
         self.text = nn.Linear(384, d)
         self.log_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))
         self.bias = nn.Parameter(torch.zeros(()), requires_grad=False)
@@ -243,7 +284,7 @@ def finetune_source(model: HeadModel, feats, tail_state, trunk_name, task, kind,
     tail = None
     if kind in ("block", "lora"):
         trunk = load_trunk(trunk_name)
-        tail = Tail(trunk)
+        tail = Tail(trunk, pool=model.form != "attn")
         tail.load_state_dict(tail_state)
         tail.eval()  # batch-norm statistics frozen; affine parameters train
     if kind == "lora":  # peft LoRA (rank 4, alpha 8) on the last stage's 1x1 convolutions; head and the rest frozen
@@ -333,6 +374,8 @@ if __name__ == "__main__":
     for name in names:
         trunk, form, d, seed = BASES[name]
         feats = cached(OUT / f"feats-{trunk}.pt", lambda: trunk_features(trunk, SUB))
+        if form == "attn":
+            feats = with_maps(feats, trunk)
         tag = f"{name}-nr{NAME_RATE}"
         state = cached(OUT / f"base-{tag}.pt", lambda: pretrain(feats, VOCAB, EMB, form, d, seed).state_dict())
         model = HeadModel(form, 1280, d)
