@@ -87,8 +87,7 @@ def pretrain(student, images, labels, teacher_z, vocab, emb, seed, batch=128, lr
     """images[k] (n_k, 3, 32, 32) uint8, labels[k], teacher_z[k] (n_k, d_t) unit; contrastive + DISTILL * (1 - cos)."""
     draw = TS.CaptionDraw(vocab, labels, NAME_RATE, seed)
     params = [p for p in student.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.05},
-                             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.98))
+    opt = TS.world_adamw(params, lr)
     student.train()
     for step in range(STEPS):
         for grp in opt.param_groups:
@@ -99,10 +98,7 @@ def pretrain(student, images, labels, teacher_z, vocab, emb, seed, batch=128, lr
         zi = student.embed(x)
         loss = contrastive_loss(zi, student.text(emb[cap]), cap, student, "clip")
         loss = loss + DISTILL * (1 - F.cosine_similarity(student.to_teacher(zi), t, dim=-1)).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        TS.clipped_step(opt, loss, params)
     return student.eval()
 
 

@@ -231,6 +231,20 @@ class CaptionDraw:
         return out
 
 
+def world_adamw(params, lr: float):
+    """The world's pre-training optimiser: AdamW (betas 0.9 / 0.98), weight decay 0.05 on matrices only."""
+    return torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.05},
+                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.98))
+
+
+def clipped_step(opt, loss, params) -> None:
+    """One optimiser step with the gradient norm clipped at 1."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+
+
 def pretrain(feats: dict, vocab, emb, form: str, d: int, seed: int, steps=2000, batch=256, lr=1e-3) -> HeadModel:
     """LiT on pooled features: CLIP loss + 10 set_overlap + 3 prompt_overlap (the world's terms)."""
     torch.manual_seed(seed)
@@ -238,8 +252,7 @@ def pretrain(feats: dict, vocab, emb, form: str, d: int, seed: int, steps=2000, 
     X = [feats[s]["train"][1] for s in SETS]
     draw = CaptionDraw(vocab, [SUB[s]["train"][1] for s in SETS], NAME_RATE, seed + 1)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.05},
-                             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.98))
+    opt = world_adamw(params, lr)
     for step in range(steps):
         for grp in opt.param_groups:
             grp["lr"] = lr * schedule(step, steps)
@@ -248,10 +261,7 @@ def pretrain(feats: dict, vocab, emb, form: str, d: int, seed: int, steps=2000, 
         set_ids = torch.cat([torch.full((len(idx),), k) for k, idx, _ in drawn])
         zi, zt = model.image(x), model.text(emb[cap])
         loss = contrastive_loss(zi, zt, cap, model, "clip") + 10 * set_overlap(zi, set_ids) + 3 * prompt_overlap(model.text, emb, draw.name_ids)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        clipped_step(opt, loss, params)
     return model.eval()
 
 
