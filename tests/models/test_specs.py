@@ -32,9 +32,11 @@ def test_unknown_architecture_names_what_was_found_and_offers_append():
         def __init__(self):
             super().__init__()
             self.visual = nn.Sequential(nn.Linear(4, 8), nn.GELU())
+            self.text = nn.Sequential(nn.Embedding(10, 8), nn.LayerNorm(8))  # after the image tower, as in open_clip
 
-    with pytest.raises(EditSiteError, match=r"ends in .*visual\.1 \(GELU\).*edit_site='append'"):
+    with pytest.raises(EditSiteError, match=r"ends in .*visual\.1 \(GELU\)\. .*edit_site='append'") as raised:
         discover_site(Odd(), OPEN_CLIP_RULES)
+    assert "text" not in str(raised.value)  # the image tower's tail, not the text tower's
 
 
 def test_appended_linear_site_on_a_real_model_is_exact(image_probes):

@@ -93,6 +93,9 @@ def discover_site(root: nn.Module, rules=OPEN_CLIP_RULES) -> tuple[EditSite, Sit
 
 
 def describe_tail(root: nn.Module, n: int = 4) -> str:
-    """The last few named modules of the model, for error messages."""
-    names = [f"{name} ({type(m).__name__})" for name, m in root.named_modules() if name][-n:]
+    """The last few named modules of the image tower, for error messages: open_clip's `visual` where the model
+    has one (its text tower comes after it in the module order), else the whole model."""
+    visual = getattr(root, "visual", None)
+    tower, prefix = (visual, "visual.") if isinstance(visual, nn.Module) else (root, "")
+    names = [f"{prefix}{name} ({type(m).__name__})" for name, m in tower.named_modules() if name][-n:]
     return ", ".join(names) or type(root).__name__
