@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from platonic.world.image.procedural import PROCEDURAL, draw_shape, make_procedural
+from platonic.world.image.procedural import PROCEDURAL, draw_shape, make_procedural, texture_mask
 from platonic.world.image.splits import CANONICAL_SIZE
 from platonic.world.image.tasks import SHAPES, TEXTURES
 from platonic.world.image.trunks import load_trunk, normalise
@@ -61,24 +61,7 @@ def texture_renderer(contrast, p_lo, p_hi, sigma, rot):
         xr, yr = xx * math.cos(t) - yy * math.sin(t), xx * math.sin(t) + yy * math.cos(t)
         period = rng.uniform(p_lo, p_hi)
         phase = rng.uniform(0, period)
-        kind = TEXTURES[label]
-        if kind == "horizontal stripes":
-            m = ((yr + phase) % period) < period / 2
-        elif kind == "vertical stripes":
-            m = ((xr + phase) % period) < period / 2
-        elif kind == "diagonal stripes":
-            sign = 1 if rng.integers(0, 2) else -1
-            m = ((xr + sign * yr + phase) % period) < period / 2
-        elif kind == "checkerboard":
-            m = (((xr + phase) // (period / 2)) + ((yr + phase) // (period / 2))) % 2 == 0
-        elif kind == "polka dots":
-            m = np.hypot((xr + phase) % period - period / 2, (yr + phase) % period - period / 2) < period / 4
-        elif kind == "grid":
-            m = (((xr + phase) % period) < 1.2) | (((yr + phase) % period) < 1.2)
-        elif kind == "noise":
-            m = rng.random((S, S)) < 0.5
-        else:  # waves
-            m = ((yr + 2.5 * np.sin(xr / rng.uniform(1.5, 3.0)) + phase) % period) < period / 2
+        m = texture_mask(TEXTURES[label], xr, yr, period, phase, rng)
         a = rng.integers(40, 216, size=3).astype(np.float32)
         b = np.clip(a + rng.choice([-1, 1], 3) * contrast, 0, 255)
         img = np.where(m[None], a[:, None, None], b[:, None, None]) + rng.normal(0, sigma, size=(3, S, S))

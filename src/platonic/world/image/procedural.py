@@ -106,29 +106,35 @@ def _count_image(label: int, rng) -> np.ndarray:
     return _noisy(img, rng)
 
 
+def texture_mask(kind: str, xx: np.ndarray, yy: np.ndarray, period: float, phase: float, rng) -> np.ndarray:
+    """The two-colour pattern of texture `kind` (one of `TEXTURES`) as a boolean (S, S) mask over pixel coordinates
+    xx, yy (S, S) (research/hard_tasks_screen.py passes turned coordinates); stripe orientation, noise and wave
+    length draw from `rng`."""
+    if kind == "horizontal stripes":
+        return ((yy + phase) % period) < period / 2
+    elif kind == "vertical stripes":
+        return ((xx + phase) % period) < period / 2
+    elif kind == "diagonal stripes":
+        sign = 1 if rng.integers(0, 2) else -1
+        return ((xx + sign * yy + phase) % period) < period / 2
+    elif kind == "checkerboard":
+        return (((xx + phase) // (period / 2)) + ((yy + phase) // (period / 2))) % 2 == 0
+    elif kind == "polka dots":
+        return np.hypot((xx + phase) % period - period / 2, (yy + phase) % period - period / 2) < period / 4
+    elif kind == "grid":
+        return (((xx + phase) % period) < 1.2) | (((yy + phase) % period) < 1.2)
+    elif kind == "noise":
+        return rng.random(xx.shape) < 0.5
+    # waves
+    return ((yy + 2.5 * np.sin(xx / rng.uniform(1.5, 3.0)) + phase) % period) < period / 2
+
+
 def _texture_image(label: int, rng) -> np.ndarray:
     S = CANONICAL_SIZE
     yy, xx = np.mgrid[0:S, 0:S].astype(np.float32)
     period = rng.uniform(4, 8)
     phase = rng.uniform(0, period)
-    kind = TEXTURES[label]
-    if kind == "horizontal stripes":
-        m = ((yy + phase) % period) < period / 2
-    elif kind == "vertical stripes":
-        m = ((xx + phase) % period) < period / 2
-    elif kind == "diagonal stripes":
-        sign = 1 if rng.integers(0, 2) else -1
-        m = ((xx + sign * yy + phase) % period) < period / 2
-    elif kind == "checkerboard":
-        m = (((xx + phase) // (period / 2)) + ((yy + phase) // (period / 2))) % 2 == 0
-    elif kind == "polka dots":
-        m = np.hypot((xx + phase) % period - period / 2, (yy + phase) % period - period / 2) < period / 4
-    elif kind == "grid":
-        m = (((xx + phase) % period) < 1.2) | (((yy + phase) % period) < 1.2)
-    elif kind == "noise":
-        m = rng.random((S, S)) < 0.5
-    else:  # waves
-        m = ((yy + 2.5 * np.sin(xx / rng.uniform(1.5, 3.0)) + phase) % period) < period / 2
+    m = texture_mask(TEXTURES[label], xx, yy, period, phase, rng)
     a, b = np.array(_random_colour(rng), np.float32), np.array(_random_colour(rng), np.float32)
     if np.abs(a - b).sum() < 150:
         b = 255 - a
