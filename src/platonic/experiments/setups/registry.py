@@ -1,4 +1,4 @@
-"""The named setups (`SETUPS`: world, audio-world, toy) and `load_setup`, which also makes setups of the
+"""The named setups (`SETUPS`: world, audio-world, trunk-world, toy) and `load_setup`, which also makes setups of the
 user's own models from a YAML file or command-line options.
 
 An embedded world (`SetupEntry.world`) can be sliced: some of its models or tasks, a built directory of
@@ -17,6 +17,7 @@ from ..engine import ExperimentSetup, TaskVectorRecipe
 from .audio_world import audio_world_setup
 from .schema import ExperimentConfig, config_from_options, read_config
 from .toy import toy_setup
+from .trunk_world import trunk_world_setup
 from .world import world_data, world_setup
 from .yaml import config_setup
 
@@ -35,6 +36,8 @@ class SetupEntry:
 SETUPS = {entry.name: entry for entry in (
     SetupEntry("world", world_setup, "the embedded world (built on first use)", world=True),
     SetupEntry("audio-world", audio_world_setup, "the embedded audio world (built on first use)", world=True),
+    SetupEntry("trunk-world", trunk_world_setup, "the image world on pretrained EfficientNet-Lite trunks, open_clip "
+               "models (built on first use)", world=True),
     SetupEntry("toy", toy_setup, "synthetic, seconds"),
 )}
 WORLD_SETUPS = tuple(name for name, entry in SETUPS.items() if entry.world)

@@ -23,7 +23,7 @@ def load_image_world_model(name: str, device="cpu", dtype=None, root: Path | Non
     if parts[0] not in SPECS or len(parts) > 3:
         raise InvalidInputError(
             f"unknown world model {name!r}; models: {', '.join(MODEL_NAMES)} (optionally /TASK or /TASK/lora), "
-            "or audio/NAME for the audio world"
+            "trunk/NAME for the world on pretrained trunks, or audio/NAME for the audio world"
         )
     task = parts[1] if len(parts) >= 2 else None
     kind = parts[2] if len(parts) == 3 else "full"

@@ -35,7 +35,7 @@ from ...errors import MissingDataError
 from . import glyphs
 from .glyphs import render_glyph_set, split_fonts, usable_fonts
 from .icons import render_icon_set, require_icons
-from .procedural import PROCEDURAL, make_procedural
+from .procedural import PROCEDURAL, check_variants, make_procedural
 from .splits import CANONICAL_SIZE, ImageSplit, ImageTaskData
 from .tasks import (
     CONTROL_NAMES,
@@ -144,10 +144,16 @@ class DataSizes:
     icon_variants_eval: int = 10
 
 
-def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_class: int = PROBES_PER_CLASS) -> dict[str, ImageTaskData]:
-    """All tasks and controls, deterministic under `seed`. Returns name -> ImageTaskData (controls: test only)."""
+def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_class: int = PROBES_PER_CLASS,
+               variants: dict[str, str] | None = None) -> dict[str, ImageTaskData]:
+    """All tasks and controls, deterministic under `seed`. Returns name -> ImageTaskData (controls: test only).
+
+    variants: procedural task -> the variant that draws it (`procedural.VARIANTS`, e.g. {"shapes": "small-lowc"});
+    the others are drawn as the tiny-tower world draws them."""
     from ...progress import track
 
+    variants = dict(variants or {})
+    check_variants(variants)
     require_debian_data()
     out: dict[str, ImageTaskData] = {}
     fonts = split_fonts(usable_fonts())
@@ -170,9 +176,8 @@ def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_cl
             }
         else:
             sp = {
-                "train": make_procedural(name, sizes.train_per_class, sub),
-                "val": make_procedural(name, sizes.val_per_class, sub),
-                "test": make_procedural(name, sizes.test_per_class, sub),
+                split: make_procedural(name, getattr(sizes, f"{split}_per_class"), sub, variants.get(name, "world"))
+                for split in ("train", "val", "test")
             }
         task = TASKS.get(name) or CONTROLS[name]
         td = ImageTaskData(task, sp["train"], sp["val"], sp["test"])

@@ -139,19 +139,23 @@ class OpenClipWorldSpec:
 
 
 def quiet_open_clip(create):
-    """Run create() with the root logger and transformers' load report silenced (open_clip logs each
+    """Run create() with the root logger, transformers' load report and its loading bar silenced (open_clip logs each
     "no CLIP weights found" / "initialized partially" as a warning; MiniLM's unused pooler is reported)."""
     import transformers
+    from transformers.utils import logging as hf_logging
 
     root = logging.getLogger()
-    was, verbosity = root.disabled, transformers.logging.get_verbosity()
+    was, verbosity, bars = root.disabled, transformers.logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     root.disabled = True
     transformers.logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     try:
         return create()
     finally:
         root.disabled = was
         transformers.logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def build_openclip_model(spec: OpenClipWorldSpec) -> nn.Module:

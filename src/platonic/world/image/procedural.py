@@ -1,4 +1,6 @@
-"""Procedural images: shapes, colours, counting, textures (`PROCEDURAL`, `make_procedural`)."""
+"""Procedural images: shapes, colours, counting, textures (`PROCEDURAL`, `make_procedural`), and harder variants of
+shapes and textures (`VARIANTS`) for the world on pretrained trunks, where the originals sit at 97-99 % fine-tuned
+(research/hard_tasks_screen.py, docs/lab/2026-12-04-trunk-world-screen.md)."""
 
 from __future__ import annotations
 
@@ -149,12 +151,60 @@ def _noisy(img, rng) -> np.ndarray:
     return a.clip(0, 255).astype(np.uint8)
 
 
+def _small_low_contrast_shape(label: int, rng) -> np.ndarray:
+    """A small shape (radius 4-8 px) whose colour is the background's (40-215 a channel) shifted by +-45 x U(0.8, 1.2)
+    a channel, plus Gaussian noise sigma 10."""
+    from PIL import Image, ImageDraw
+
+    S = CANONICAL_SIZE
+    bg = rng.integers(40, 216, size=3)
+    img = Image.new("RGB", (S, S), tuple(int(v) for v in bg))
+    r = rng.uniform(4, 8)
+    cx, cy = rng.uniform(r + 1, S - r - 1, size=2)
+    colour = tuple(int(v) for v in np.clip(bg + rng.choice([-1, 1], 3) * 45 * rng.uniform(0.8, 1.2, 3), 0, 255))
+    draw_shape(ImageDraw.Draw(img), SHAPES[label], cx, cy, r, colour, rng)
+    a = np.asarray(img, np.float32).transpose(2, 0, 1) + rng.normal(0, 10, size=(3, S, S))
+    return a.clip(0, 255).astype(np.uint8)
+
+
+def _low_contrast_turned_texture(label: int, rng) -> np.ndarray:
+    """The texture's pattern over coordinates turned by U(-0.35, 0.35) rad, period 3-10 px, two colours 40 apart a
+    channel (the first 40-215), plus Gaussian noise sigma 18."""
+    S = CANONICAL_SIZE
+    yy, xx = np.mgrid[0:S, 0:S].astype(np.float32)
+    t = rng.uniform(-0.35, 0.35)
+    xr, yr = xx * math.cos(t) - yy * math.sin(t), xx * math.sin(t) + yy * math.cos(t)
+    period = rng.uniform(3, 10)
+    phase = rng.uniform(0, period)
+    m = texture_mask(TEXTURES[label], xr, yr, period, phase, rng)
+    a = rng.integers(40, 216, size=3).astype(np.float32)
+    b = np.clip(a + rng.choice([-1, 1], 3) * 40, 0, 255)
+    img = np.where(m[None], a[:, None, None], b[:, None, None]) + rng.normal(0, 18, size=(3, S, S))
+    return img.clip(0, 255).astype(np.uint8)
+
+
 PROCEDURAL = {"shapes": _shape_image, "colours": _colour_image, "counting": _count_image, "textures": _texture_image}
+# task -> variant name -> renderer; "world" is the task as the tiny-tower world draws it
+VARIANTS = {name: {"world": render} for name, render in PROCEDURAL.items()}
+VARIANTS["shapes"]["small-lowc"] = _small_low_contrast_shape
+VARIANTS["textures"]["lowc-noise-rot"] = _low_contrast_turned_texture
 
 
-def make_procedural(name: str, per_class: int, rng: np.random.Generator) -> ImageSplit:
+def check_variants(variants: dict[str, str]) -> None:
+    """Refuse a task without variants or an unknown variant, naming the known ones."""
+    for name, variant in variants.items():
+        if name not in VARIANTS:
+            raise InvalidInputError(f"no variants of task {name!r}; procedural tasks: {', '.join(VARIANTS)}")
+        if variant not in VARIANTS[name]:
+            raise InvalidInputError(f"unknown variant {variant!r} of {name}; use one of {', '.join(VARIANTS[name])}")
+
+
+def make_procedural(name: str, per_class: int, rng: np.random.Generator, variant: str = "world") -> ImageSplit:
+    """`per_class` images of every class of procedural task `name`, drawn by its `variant` (`VARIANTS`), shuffled."""
+    check_variants({name: variant})
     n_classes = TASKS[name].n_classes
     labels = np.repeat(np.arange(n_classes), per_class)
     labels = rng.permutation(labels)
-    imgs = np.stack([PROCEDURAL[name](int(y), rng) for y in labels])
+    render = VARIANTS[name][variant]
+    imgs = np.stack([render(int(y), rng) for y in labels])
     return ImageSplit(torch.from_numpy(imgs), torch.from_numpy(labels.astype(np.int64)))

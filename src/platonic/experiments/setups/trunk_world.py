@@ -1,0 +1,61 @@
+"""The image world on pretrained trunks as an ExperimentSetup (`--setup trunk-world`): its three open_clip models,
+the image world's eight tasks (harder shapes and textures) and two controls, its last-stage sources.
+
+It is read as the image world is (`setups.world.world_parts`), with models and sources loaded as
+`world:trunk/NAME[/TASK[/lora]]` (platonic's open_clip encoders of the built directories).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine.setup import EvalSet, ExperimentSetup, TaskSpec
+from .world import DEFAULT_SOURCE_KIND, WorldParts, check_names, parts_setup, world_data
+
+
+@dataclass
+class TrunkWorldParts(WorldParts):
+    """A built trunk world seen by the engine (as `WorldParts`; models are open_clip encoders)."""
+
+    def finetuned(self, model: str, task: str, kind: str = DEFAULT_SOURCE_KIND):
+        """The source of `model` on `task` ("full": last stage + head | "lora")."""
+        from ...world.backend import load_world_model
+
+        return load_world_model(f"trunk/{model}/{task}" + ("" if kind == "full" else f"/{kind}"), root=self.path)
+
+
+def trunk_world_parts(path: Path, models=None) -> TrunkWorldParts:
+    """Load the built trunk world at `path` (models: the names to load, default all)."""
+    from ...world.backend import load_world_model
+    from ...world.image import data as wd
+    from ...world.image.trunkworld.recipe import MODEL_NAMES
+
+    path = Path(path)
+    data = world_data(path)
+    loaded = {name: load_world_model(f"trunk/{name}", root=path) for name in (models or MODEL_NAMES)}
+    tasks = {}
+    for name in wd.TASK_NAMES:
+        d, prompts = data[name], tuple(wd.TASKS[name].prompts)
+        tasks[name] = TaskSpec(name, prompts, d.probes, EvalSet(name, d.test.images, d.test.labels, prompts),
+                               EvalSet(f"{name}/val", d.val.images, d.val.labels, prompts))
+    controls = {name: EvalSet(name, data[name].test.images, data[name].test.labels, tuple(wd.CONTROLS[name].prompts))
+                for name in wd.CONTROL_NAMES}
+    return TrunkWorldParts(path, loaded, tasks, controls, data)
+
+
+def trunk_world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DEFAULT_SOURCE_KIND,
+                      progress: bool = True, models=None, tasks=None, recipe=None, path: Path | None = None) -> ExperimentSetup:
+    """Build the trunk world if needed and describe it as an ExperimentSetup (arguments as `world_setup`'s)."""
+    from ...world.image import data as wd
+    from ...world.image.trunkworld.build import ensure_sources, ensure_trunk_world
+    from ...world.image.trunkworld.recipe import MODEL_NAMES
+
+    check_names("trunk world", models, tasks, MODEL_NAMES, wd.TASK_NAMES)
+    if path is None:
+        path = ensure_trunk_world(profile, seed, progress=progress, kinds=(source_kind,))
+    else:
+        path = ensure_sources(path, (source_kind,), progress=progress)
+    world = trunk_world_parts(path, models=list(models) if models else None)
+    return parts_setup(world, "trunk world", wd.TASK_NAMES, wd.RELATED_GROUP, wd.HELD_OUT_RELATED, tasks, source_kind,
+                       recipe, progress)

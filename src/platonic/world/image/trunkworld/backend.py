@@ -1,0 +1,64 @@
+"""Loading trunk world models: `load_model("world:trunk/NAME[/TASK[/lora]]")` through the `world:` backend.
+
+A model is platonic's open_clip encoder of the built open_clip directory models/NAME (so the backend, edit-site
+rules, LoRA targets and exports are a user's CLIP's); a source is the same with its tower part
+(sources/NAME/TASK.KIND.safetensors) loaded over the pre-trained weights. Canonical images are the world's
+32 px ones (`canonical_size`), resized to the model's 64 px input by its preprocessing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ....errors import ArtifactError, InvalidInputError
+from ...common.weights import load_weights
+from ..data import TASK_NAMES
+from ..splits import CANONICAL_SIZE
+from .build import ensure_sources, ensure_trunk_world, require_built
+from .recipe import KINDS, MODEL_NAMES
+
+
+def parse_name(name: str) -> tuple[str, str | None, str]:
+    """`NAME[/TASK[/KIND]]` -> (model, task or None, kind), refusing unknown parts with the known ones."""
+    parts = name.strip().split("/")
+    if parts[0] not in MODEL_NAMES or len(parts) > 3:
+        raise InvalidInputError(f"unknown trunk world model {name!r}; models: {', '.join(MODEL_NAMES)} "
+                                "(optionally /TASK or /TASK/lora)")
+    task = parts[1] if len(parts) >= 2 else None
+    kind = parts[2] if len(parts) == 3 else "full"
+    if task is not None and (task not in TASK_NAMES or kind not in KINDS):
+        raise InvalidInputError(f"trunk world model {name!r}: task must be one of {', '.join(TASK_NAMES)} and "
+                                f"kind one of {', '.join(KINDS)}")
+    return parts[0], task, kind
+
+
+def load_trunk_world_model(name: str, device="cpu", dtype=None, root: Path | None = None):
+    """`NAME`, `NAME/TASK` (last stage + head source) or `NAME/TASK/lora` of the built trunk world (built if needed,
+    when `root` is None) as platonic's open_clip encoder."""
+    from ....models import load_model
+
+    model, task, kind = parse_name(name)
+    if root is None:
+        world = ensure_trunk_world(kinds=(kind,))
+    else:
+        world = require_built(root)
+        if task is not None:
+            ensure_sources(world, (kind,))  # a built world gets a kind's sources on first use (else a no-op)
+    encoder = load_model(f"open_clip:local-dir:{world / 'models' / model}", device=device, dtype=dtype)
+    if task is not None:
+        state, _ = load_weights(world / "sources" / model / f"{task}.{kind}.safetensors")
+        own = encoder.model.state_dict()
+        foreign = [k for k in state if k not in own or own[k].shape != state[k].shape]
+        if foreign:
+            raise ArtifactError(f"{name}: the source file's tensors {foreign[:3]} do not fit the model; rebuild the "
+                                "trunk world (`platonic world build --world trunk --force`)")
+        with torch.no_grad():
+            for k, v in state.items():
+                own[k].copy_(v.to(own[k].dtype))
+        encoder.invalidate_fingerprint()
+    encoder.canonical_size = CANONICAL_SIZE
+    encoder.spec = f"world:trunk/{name.strip()}"  # the string that loads it again
+    return encoder
+

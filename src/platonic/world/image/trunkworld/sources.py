@@ -1,0 +1,65 @@
+"""A trunk world model's sources: one fine-tune per task on cached activations below the trunk's last stage.
+
+For task t with prompt embeddings G (C, d) (unit rows, the frozen text tower) and the model's own logit scale s,
+each step draws `batch` train items a (B, C', h, w) and `replay_batch` replay items r of the other tasks:
+
+    L = CE(s * unit(f(a)) G^T, y) + replay * mean_r || unit(f(r)) - unit(f_0(r)) ||^2
+
+where f = `tower.Above` (last stage -> head) being trained and f_0 the pre-trained one. kind "full" trains every
+parameter of f (batch-norm statistics frozen); kind "lora" trains peft LoRA adapters on the last stage's pointwise
+convolutions and the head convolution (`LORA_TARGETS`), merged into their weights at the end. AdamW, warm-up 10 %
+then cosine. The result is f's state under the open_clip model's names: what a source file holds.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .pretrain import schedule
+from .recipe import SourceRecipe
+from .tower import Above
+
+LORA_TARGETS = ["conv_pw", "conv_pwl", "conv_head"]
+
+
+def _trainable(above: Above, kind: str, recipe: SourceRecipe):
+    """(module to call, parameters to train, finish() -> the trained Above) for `kind`."""
+    if kind == "full":
+        return above, list(above.parameters()), lambda: above
+    from peft import LoraConfig, get_peft_model
+
+    for p in above.parameters():
+        p.requires_grad_(False)
+    wrapped = get_peft_model(above, LoraConfig(r=recipe.lora_rank, lora_alpha=recipe.lora_alpha, lora_dropout=0.0,
+                                               target_modules=LORA_TARGETS))
+    params = [p for n, p in wrapped.named_parameters() if "lora_" in n]
+    return wrapped, params, lambda: wrapped.merge_and_unload()
+
+
+def train_source(visual, kind: str, train: torch.Tensor, labels: torch.Tensor, prompts: torch.Tensor,
+                 logit_scale: float, replay: torch.Tensor, recipe: SourceRecipe, seed: int) -> dict[str, torch.Tensor]:
+    """One source of `kind` ("full" | "lora"); returns the trained tower part's state under the model's names.
+
+    visual: the pre-trained open_clip image tower (left unchanged: a copy of its upper part trains);
+    train (n, C', h, w) activations with labels (n,); prompts (C, d) unit text embeddings of the task's prompts;
+    replay (R, C', h, w) activations of the other tasks' train items."""
+    torch.manual_seed(seed)
+    above = Above(visual, copy=True).eval()  # eval: batch-norm statistics (and dropout) frozen; affine params train
+    with torch.no_grad():
+        replay_target = F.normalize(above(replay), dim=-1)
+    run, params, finish = _trainable(above, kind, recipe)
+    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    g = torch.Generator().manual_seed(seed + 1)
+    for step in range(recipe.steps):
+        for group in opt.param_groups:
+            group["lr"] = recipe.lr * schedule(step, recipe.steps, 0.1)
+        i = torch.randint(0, len(train), (recipe.batch,), generator=g)
+        z = F.normalize(run(train[i]), dim=-1)
+        loss = F.cross_entropy(logit_scale * z @ prompts.T, labels[i])
+        r = torch.randint(0, len(replay), (recipe.replay_batch,), generator=g)
+        loss = loss + recipe.replay * (F.normalize(run(replay[r]), dim=-1) - replay_target[r]).pow(2).sum(1).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return finish().state_in_model()

