@@ -1,12 +1,15 @@
-"""Research harness (not part of the package, not tested): harder shapes and textures for the world on real
-trunks (issue 33, item 4), screened by the linear probe of a frozen trunk's pooled features.
+"""Research harness (not part of the package; tests compare its two kept renderers with the package's): harder
+shapes and textures for the world on real trunks (issue 33, item 4), screened by the linear probe of a frozen
+trunk's pooled features.
 
 On the EfficientNet-Lite trunks the world's shapes and textures sit at 92 / 81-91 % zero-shot and 97-98 %
 fine-tuned (docs/lab/2026-12-04-trunk-world-screen.md); the issue wants every task under 95 %. A source can
 at best reach about what a linear probe of the trunk's features reaches (the head sources train on them), so
 a candidate passes the screen when that probe is well under 95 % (here: 60-88 %) and well above chance.
 
-Candidates (renderers below, on the world's 32 px canvas, drawn as `platonic.world.image.procedural` draws):
+Candidates (renderers below, on the world's 32 px canvas, drawn as `platonic.world.image.procedural` draws;
+the two the screen kept, shapes "small-lowc" and textures "lowc-noise-rot", are the package's
+`procedural.VARIANTS`, which equal shape_renderer(4, 8, 45, 0, 10) and texture_renderer(40, 3, 10, 18, 0.35)):
 - shapes: smaller shapes (radius r_lo-r_hi), shape colour close to the background (contrast c: the shape's
   colour is the background's shifted by c in a random direction), clutter (k random thin strokes), noise sigma;
 - textures: lower contrast between the two colours (c), a wider range of periods, noise sigma, a random
@@ -24,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from platonic.world.image.procedural import PROCEDURAL, draw_shape, make_procedural, texture_mask
+from platonic.world.image.procedural import PROCEDURAL, VARIANTS, draw_shape, make_procedural, texture_mask
 from platonic.world.image.splits import CANONICAL_SIZE
 from platonic.world.image.tasks import SHAPES, TEXTURES
 from platonic.world.image.trunks import load_trunk, normalise
@@ -73,7 +76,7 @@ CANDIDATES = {
     "shapes": {
         "world": None,
         "small": shape_renderer(4, 8, 90, 0, 6),
-        "small-lowc": shape_renderer(4, 8, 45, 0, 10),
+        "small-lowc": VARIANTS["shapes"]["small-lowc"],
         "small-clutter": shape_renderer(4, 8, 70, 4, 10),
         "mid-lowc-clutter": shape_renderer(5, 10, 40, 4, 12),
         "small-lowc-clutter": shape_renderer(3.5, 7, 40, 5, 14),
@@ -82,7 +85,7 @@ CANDIDATES = {
         "world": None,
         "lowc": texture_renderer(45, 4, 8, 8, 0.0),
         "lowc-noise": texture_renderer(40, 3, 10, 18, 0.0),
-        "lowc-noise-rot": texture_renderer(40, 3, 10, 18, 0.35),
+        "lowc-noise-rot": VARIANTS["textures"]["lowc-noise-rot"],
         "vlowc-noise-rot": texture_renderer(28, 3, 10, 20, 0.35),
     },
 }

