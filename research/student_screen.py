@@ -85,7 +85,7 @@ class Student(nn.Module):
 
 def pretrain(student, images, labels, teacher_z, vocab, emb, seed, batch=128, lr=2e-3):
     """images[k] (n_k, 3, 32, 32) uint8, labels[k], teacher_z[k] (n_k, d_t) unit; contrastive + DISTILL * (1 - cos)."""
-    draw = TS.CaptionDraw(vocab, labels, NAME_RATE, seed)
+    draw = TS.CaptionDraw(TS.SETS, vocab, labels, NAME_RATE, 0.4, seed)
     params = [p for p in student.parameters() if p.requires_grad]
     opt = TS.world_adamw(params, lr)
     student.train()

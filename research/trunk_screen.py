@@ -40,9 +40,9 @@ from platonic import solve
 from platonic.experiments.setups import world_data
 from platonic.world.common.jobs import read_captions
 from platonic.world.common.losses import contrastive_loss, prompt_overlap, set_overlap
-from platonic.world.image.data import CONTROL_NAMES, TASK_NAMES, all_sets, caption_pools
-from platonic.world.image.tasks import GENERIC_CAPTIONS
+from platonic.world.image.data import CONTROL_NAMES, TASK_NAMES
 from platonic.world.image.trunks import load_trunk, normalise
+from platonic.world.image.trunkworld.pretrain import CaptionDraw  # the draws this screen made before it moved there
 
 torch.set_num_threads(int(os.environ.get("SCREEN_THREADS", "2")))
 SIZE = int(os.environ.get("SCREEN_SIZE", "64"))
@@ -198,39 +198,6 @@ def schedule(step, total, warm=0.05):
     return (step + 1) / w if step < w else 0.5 * (1 + math.cos(math.pi * (step - w) / max(1, total - w)))
 
 
-class CaptionDraw:
-    """Pre-training batches over SETS as the world draws them: a set per row, an item of it, and a caption that
-    names the item's class `name_rate` of the time, a group or domain 40 %, else a generic one.
-    labels[k] (n_k,) class of each item of set k."""
-
-    def __init__(self, vocab, labels, name_rate: float, seed: int):
-        index = {c: i for i, c in enumerate(vocab)}
-        sets = all_sets()
-        pools = [caption_pools(sets[s]) for s in SETS]
-        self.name_ids = [torch.tensor([[index[c] for c in caps] for caps in p["name"]]) for p in pools]
-        self.hint_ids = [torch.tensor([[index[c] for c in caps] for caps in p["hint"]]) for p in pools]
-        self.generic = torch.tensor([index[c] for c in GENERIC_CAPTIONS])
-        self.labels, self.name_rate = labels, name_rate
-        self.g = torch.Generator().manual_seed(seed)
-
-    def __call__(self, batch: int) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
-        """[(set k, item indices (b_k,), caption ids (b_k,))] for the sets drawn, in set order."""
-        g = self.g
-        which = torch.randint(0, len(SETS), (batch,), generator=g)
-        kinds, pick = torch.rand(batch, generator=g), torch.randint(0, 4, (batch,), generator=g)
-        out = []
-        for k in range(len(SETS)):
-            rows = (which == k).nonzero().flatten()
-            if not len(rows):
-                continue
-            idx = torch.randint(0, len(self.labels[k]), (len(rows),), generator=g)
-            lab, kr, pk = self.labels[k][idx], kinds[rows], pick[rows]
-            cap = torch.where(kr < self.name_rate, self.name_ids[k][lab, pk],
-                              torch.where(kr < self.name_rate + 0.4, self.hint_ids[k][lab, pk], self.generic[pk]))
-            out.append((k, idx, cap))
-        return out
-
-
 def world_adamw(params, lr: float):
     """The world's pre-training optimiser: AdamW (betas 0.9 / 0.98), weight decay 0.05 on matrices only."""
     return torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.05},
@@ -250,7 +217,7 @@ def pretrain(feats: dict, vocab, emb, form: str, d: int, seed: int, steps=2000, 
     torch.manual_seed(seed)
     model = HeadModel(form, feats[SETS[0]]["train"][1].shape[1], d)
     X = [feats[s]["train"][1] for s in SETS]
-    draw = CaptionDraw(vocab, [SUB[s]["train"][1] for s in SETS], NAME_RATE, seed + 1)
+    draw = CaptionDraw(SETS, vocab, [SUB[s]["train"][1] for s in SETS], NAME_RATE, 0.4, seed + 1)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = world_adamw(params, lr)
     for step in range(steps):

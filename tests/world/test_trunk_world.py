@@ -146,3 +146,30 @@ def test_the_shared_activations_give_the_towers_embeddings_and_never_serve_an_ed
                 p.fill_(0.01)
     wrapped = in_batches_of_2(source)
     assert torch.equal(source.encode_probes(images, batch_size=2).z, wrapped) and not torch.equal(wrapped, edited)
+
+
+def test_the_trunk_worlds_report_checks_issue_33s_bars():
+    from platonic.experiments.checks import trunk_world_checks
+
+    tasks = ["fashion", "digits"]
+
+    def model(zs, ft, recovery, lora_recovery, others=-0.02, own=0.10):
+        return ({"zero_shot": {t: zs for t in tasks}, "finetuned": {k: {t: ft for t in tasks} for k in ("full", "lora")}},
+                {"zero_shot": zs, "full": {"gain": ft - zs, "oracle_recovery": recovery},
+                 "lora": {"gain": ft - zs, "oracle_recovery": lora_recovery},
+                 "diagnostics": {"pooled_participation_ratio": 30.0, "others_change": others, "own_gain": own}})
+
+    def report(**rows):
+        agreement = {"same_task_cross_model": 0.8, "cross_task_within_model": 0.1}
+        return {"models": {m: r[0] for m, r in rows.items()},
+                "summary": {"per_model": {m: r[1] for m, r in rows.items()}, "per_task": {t: {} for t in tasks},
+                            "overall": {k: {**agreement, "oracle_recovery": sum(r[1][k]["oracle_recovery"] for r in rows.values())
+                                            / len(rows)} for k in ("full", "lora")}}}
+
+    good = trunk_world_checks(report(a=model(0.40, 0.60, 0.70, 0.55), b=model(0.45, 0.62, 0.65, 0.52)))
+    assert all(good.values()) and len(good) == 10
+    bad = trunk_world_checks(report(a=model(0.40, 0.96, 0.70, 0.55), b=model(0.45, 0.55, 0.55, 0.45, others=-0.05)))
+    assert {k for k, v in bad.items() if not v} == {
+        "no_task_above_95_zero_shot_or_finetuned", "full: finetune_gain_12_every_model",
+        "full: oracle_recovery_60_every_model", "lora: oracle_recovery_50_every_model",
+        "full: oracle_local_every_model (others' mean change <= own gain / 3)"}

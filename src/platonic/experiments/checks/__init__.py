@@ -10,9 +10,9 @@
 from .audio_world import audio_world_report
 from .diagnose import FIT_ITERATIONS, best_linear_map, diagnose, linear_probe, participation_ratio, prompt_leak
 from .report import diagnostics_table, markdown_report
-from .trunk_world import trunk_world_report
+from .trunk_world import trunk_world_checks, trunk_world_report
 from .world import KINDS, REPORT_VERSION, checks, measure_parts, measure_world, summarise, world_report, write_report
 
 __all__ = ["FIT_ITERATIONS", "KINDS", "REPORT_VERSION", "audio_world_report", "best_linear_map", "checks", "diagnose",
            "diagnostics_table", "linear_probe", "markdown_report", "measure_parts", "measure_world", "participation_ratio",
-           "prompt_leak", "summarise", "trunk_world_report", "world_report", "write_report"]
+           "prompt_leak", "summarise", "trunk_world_checks", "trunk_world_report", "world_report", "write_report"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine.setup import EvalSet, ExperimentSetup, TaskSpec
-from .world import DEFAULT_SOURCE_KIND, WorldParts, check_names, parts_setup, world_data
+from ..engine.setup import ExperimentSetup
+from .world import DEFAULT_SOURCE_KIND, WorldParts, check_names, image_world_sets, parts_setup, world_data
 
 
 @dataclass
@@ -28,20 +28,12 @@ class TrunkWorldParts(WorldParts):
 def trunk_world_parts(path: Path, models=None) -> TrunkWorldParts:
     """Load the built trunk world at `path` (models: the names to load, default all)."""
     from ...world.backend import load_world_model
-    from ...world.image import data as wd
     from ...world.image.trunkworld.recipe import MODEL_NAMES
 
     path = Path(path)
     data = world_data(path)
     loaded = {name: load_world_model(f"trunk/{name}", root=path) for name in (models or MODEL_NAMES)}
-    tasks = {}
-    for name in wd.TASK_NAMES:
-        d, prompts = data[name], tuple(wd.TASKS[name].prompts)
-        tasks[name] = TaskSpec(name, prompts, d.probes, EvalSet(name, d.test.images, d.test.labels, prompts),
-                               EvalSet(f"{name}/val", d.val.images, d.val.labels, prompts))
-    controls = {name: EvalSet(name, data[name].test.images, data[name].test.labels, tuple(wd.CONTROLS[name].prompts))
-                for name in wd.CONTROL_NAMES}
-    return TrunkWorldParts(path, loaded, tasks, controls, data)
+    return TrunkWorldParts(path, loaded, *image_world_sets(data), data)
 
 
 def trunk_world_setup(profile: str | None = None, seed: int = 0, source_kind: str = DEFAULT_SOURCE_KIND,

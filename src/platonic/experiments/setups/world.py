@@ -69,12 +69,19 @@ class WorldParts:
 
 def world_parts(path: Path, models=None) -> WorldParts:
     """Load the built world at `path` (models: the names to load, default all; tasks, controls, data)."""
-    from ...world.image import data as wd
     from ...world.backend import load_world_model
     from ...world.image.zoo import MODEL_NAMES
 
     data = world_data(path)
     models = {name: load_world_model(name, root=path) for name in (models or MODEL_NAMES)}
+    return WorldParts(path, models, *image_world_sets(data), data)
+
+
+def image_world_sets(data: dict) -> tuple[dict, dict]:
+    """(tasks: name -> TaskSpec (probes, test and val splits), controls: name -> EvalSet (test split)) of an image
+    world's data (`world_data`)."""
+    from ...world.image import data as wd
+
     tasks = {}
     for name in wd.TASK_NAMES:
         d, prompts = data[name], tuple(wd.TASKS[name].prompts)
@@ -82,7 +89,7 @@ def world_parts(path: Path, models=None) -> WorldParts:
                                EvalSet(f"{name}/val", d.val.images, d.val.labels, prompts))
     controls = {name: EvalSet(name, data[name].test.images, data[name].test.labels, tuple(wd.CONTROLS[name].prompts))
                 for name in wd.CONTROL_NAMES}
-    return WorldParts(path, models, tasks, controls, data)
+    return tasks, controls
 
 
 def ascended(model, task: str, images, labels, prompts, steps: int | None = None):

@@ -20,7 +20,8 @@ from ..data import TASK_NAMES
 from ..openclip_models import quiet_open_clip
 from ..splits import CANONICAL_SIZE
 from .build import ensure_sources, ensure_trunk_world, require_built
-from .recipe import KINDS, MODEL_NAMES
+from ..build import KINDS
+from .recipe import MODEL_NAMES
 from .shared import SharedTrunkEncoder
 
 

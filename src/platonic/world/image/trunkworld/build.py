@@ -36,16 +36,8 @@ from ...common.weights import META_KEY, load_weights, save_weights
 from .. import data as world_data
 from ..openclip_models import build_openclip_model, write_openclip_dir
 from .pretrain import CaptionDraw, caption_features, pretrain_heads
-from .recipe import (
-    KINDS,
-    MODEL_NAMES,
-    MODELS,
-    TASK_VARIANTS,
-    TRUNK_WORLD_VERSION,
-    check_kinds,
-    check_profile,
-    trunk_world_dir,
-)
+from ..build import KINDS, check_kinds  # the source kinds, as the tiny-tower world's
+from .recipe import MODEL_NAMES, MODELS, TASK_VARIANTS, TRUNK_WORLD_VERSION, check_profile, trunk_world_dir
 from .sources import train_source
 from .tower import Above, activations
 

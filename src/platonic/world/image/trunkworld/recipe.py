@@ -30,7 +30,6 @@ TRUNK_WORLD_VERSION = 1
 # Bump with any change of code that alters what a build makes (rendering, activations, pre-training, sources).
 RECIPE_VERSION = "trunk-1"
 TASK_VARIANTS = {"shapes": "small-lowc", "textures": "lowc-noise-rot"}
-KINDS = ("full", "lora")
 
 _TIMM = dict(tower="timm", image_size=64, text_proj="linear", loss="clip")
 MODELS: dict[str, OpenClipWorldSpec] = {spec.name: spec for spec in (
@@ -109,14 +108,6 @@ def check_profile(profile: str) -> TrunkProfile:
     if profile not in PROFILES:
         raise InvalidInputError(f"unknown trunk world profile {profile!r}; use one of {', '.join(PROFILES)}")
     return PROFILES[profile]
-
-
-def check_kinds(kinds) -> tuple[str, ...]:
-    kinds = tuple(kinds)
-    unknown = [k for k in kinds if k not in KINDS]
-    if unknown or not kinds:
-        raise InvalidInputError(f"source kinds {', '.join(map(repr, unknown)) or '(none)'}: use {' and/or '.join(KINDS)}")
-    return tuple(k for k in KINDS if k in kinds)
 
 
 def recipe_record(profile: TrunkProfile, seed: int) -> dict:
