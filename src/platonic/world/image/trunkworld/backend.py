@@ -56,7 +56,7 @@ def load_trunk_world_model(name: str, device="cpu", dtype=None, root: Path | Non
         foreign = [k for k in state if k not in own or own[k].shape != state[k].shape]
         if foreign:
             raise ArtifactError(f"{name}: the source file's tensors {foreign[:3]} do not fit the model; rebuild the "
-                                "trunk world (`platonic world build --world trunk --force`)")
+                                "trunk world (`platonic world trunk-build --force`)")
         with torch.no_grad():
             for k, v in state.items():
                 own[k].copy_(v.to(own[k].dtype))

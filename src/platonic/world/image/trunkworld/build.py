@@ -268,5 +268,5 @@ def ensure_trunk_world(profile: str | None = None, seed: int = 0, root: Path | N
 def require_built(path: Path) -> Path:
     if not built_kinds(path):
         raise InvalidInputError(f"{path} is not a built trunk world (no COMPLETE marker); build it with "
-                                "`platonic world build --world trunk`")
+                                "`platonic world trunk-build`")
     return Path(path)
