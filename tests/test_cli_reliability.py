@@ -272,10 +272,12 @@ BAD_INPUTS = [
     ("experiment: --device on the world's task_arithmetic", ("experiment", "task_arithmetic", "--device", "cuda:0", "-o",
                                                              "newrun"), "built-in setups run on the CPU"),
     # demo and world
-    ("demo: unknown setup", ("demo", "--setup", "mars", "-o", "newrun"), "the demo runs on world, audio-world, toy"),
+    ("demo: unknown setup", ("demo", "--setup", "mars", "-o", "newrun"),
+     "the demo runs on world, audio-world, trunk-world, toy"),
     ("demo: output is a foreign directory", ("demo", "--setup", "toy", "-o", "userdir"), "not a platonic run"),
     ("world path: unknown profile", ("world", "path", "--profile", "nosuch"), "unknown world profile"),
     ("world build: unknown profile", ("world", "build", "--profile", "nosuch"), "unknown world profile"),
+    ("world trunk-build: unknown profile", ("world", "trunk-build", "--profile", "nosuch"), "unknown trunk world profile"),
     ("world build: no workers", ("world", "build", "--workers", "0"), "--workers"),
     # issue 34: strict data, bounds, no-op edits, outputs inside inputs, paths --check names
     ("finetune: training/ and test/, no train/", (*FT, "t=trainless", "-o", "ft"),
