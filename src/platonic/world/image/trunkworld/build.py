@@ -36,7 +36,7 @@ from ...common.weights import META_KEY, load_weights, save_weights
 from .. import data as world_data
 from ..openclip_models import build_openclip_model, write_openclip_dir
 from .pretrain import CaptionDraw, caption_features, pretrain_heads
-from ..build import KINDS, check_kinds  # the source kinds, as the tiny-tower world's
+from ..build import KINDS, built_kinds, check_kinds  # kinds and the COMPLETE marker as the tiny-tower world
 from .recipe import MODEL_NAMES, MODELS, TASK_VARIANTS, TRUNK_WORLD_VERSION, check_profile, trunk_world_dir
 from .sources import train_source
 from .tower import Above, activations
@@ -48,14 +48,6 @@ def default_profile() -> str:
     profile = os.environ.get("PLATONIC_WORLD_PROFILE", "full")
     check_profile(profile)
     return profile
-
-
-def built_kinds(path: Path) -> tuple[str, ...]:
-    """The source kinds the trunk world at `path` holds; () when it is not built."""
-    marker = Path(path) / "COMPLETE"
-    if not marker.exists():
-        return ()
-    return tuple(k for k in KINDS if k in json.loads(marker.read_text())["kinds"])
 
 
 def model_spec(name: str, seed: int):
