@@ -90,3 +90,19 @@ def test_anchors_keep_unlabeled_inputs_where_they_were(setup):
     assert drift(kept) < 0.5 * drift(free), (drift(kept), drift(free))
     with pytest.raises(InvalidInputError, match="anchors and anchor_weight go together"):
         adapt(model, desc, config=base, anchors=anchors, probes=probes_of(setup, "t0"), progress=False)
+
+
+def test_the_adapter_cache_key_names_the_modules_lora_wraps(setup, monkeypatch):
+    """A fit on other target modules is another fit: the key changes with them, whether the config names them or
+    the model's rule (`lora_target_modules`) gives them, and the rule can change while the weights do not."""
+    from platonic.experiments.engine.adapter_cache import adapter_key
+
+    model, desc = setup.models["m1"], setup.descriptors[("m0", "t0")]
+    pairs = [(1.0, desc)]
+    named = adapter_key(model, pairs, AdaptConfig(target_modules=TOY_TARGETS))
+    assert named == adapter_key(model, pairs, AdaptConfig(target_modules=TOY_TARGETS))
+    assert named != adapter_key(model, pairs, AdaptConfig(target_modules=("0",)))
+    monkeypatch.setattr(type(model), "lora_target_modules", property(lambda self: ["0"]))
+    by_rule = adapter_key(model, pairs, AdaptConfig())
+    monkeypatch.setattr(type(model), "lora_target_modules", property(lambda self: ["0", "2"]))
+    assert adapter_key(model, pairs, AdaptConfig()) != by_rule

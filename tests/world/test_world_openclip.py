@@ -23,16 +23,17 @@ from platonic.world.image.openclip_models import (  # noqa: E402
 TEXTS = ["a photo of the digit 3.", "a drawing of a star.", "a photo of something red."]
 LITE0 = dict(tower="timm", timm_model="tf_efficientnet_lite0", pretrained_trunk=False)
 
-FORMS = {  # spec -> (edit site class, words of the site rule's family, LoRA target modules)
+FORMS = {  # spec -> (edit site class, words of the site rule's family, LoRA target modules: on EfficientNet the
+    # pointwise convolutions, not the stem, the one ungrouped spatial convolution of a depthwise-separable net)
     "lite0-linear": (OpenClipWorldSpec("lite0-linear", **LITE0),
-                     "LinearSite", "linear projection head", ["conv_stem"]),
+                     "LinearSite", "linear projection head", ["conv_head", "conv_pw", "conv_pwl"]),
     "lite0-mlp": (OpenClipWorldSpec("lite0-mlp", **LITE0, timm_proj="mlp", text_proj="mlp", embed_dim=128),
                   "LinearSite", "MLP projection head", ["fc1", "fc2"]),
     "lite0-abs-attn-siglip": (OpenClipWorldSpec("lite0-abs", **LITE0, timm_pool="abs_attn", timm_proj="none",
                                                 loss="siglip"),
                               "LinearSite", "attention-pool head", ["qkv"]),
     "lite0-classifier": (OpenClipWorldSpec("lite0-cls", **LITE0, timm_proj=""),
-                         "LinearSite", "`classifier` is the embedding", ["conv_stem"]),
+                         "LinearSite", "`classifier` is the embedding", ["conv_head", "conv_pw", "conv_pwl"]),
     "vit": (OpenClipWorldSpec("vit", tower="vit", width=64, layers=2, patch_size=4, mean=(0.5,) * 3, std=(0.5,) * 3),
             "ProjectionParameter", "open_clip VisionTransformer", ["attn"]),
     "resnet": (OpenClipWorldSpec("rn", tower="resnet", layers=(1, 1, 1, 1), width=16, head_width=16, embed_dim=128),

@@ -50,15 +50,18 @@ MLP_NAMES = ("fc1", "fc2", "c_fc", "c_proj")
 
 
 def conv_layer_names(tower: nn.Module) -> list[str]:
-    """Leaf names of the tower's spatial (kernel > 1, ungrouped) convolutions."""
-    return sorted({name.rsplit(".", 1)[-1] for name, m in tower.named_modules()
-                   if isinstance(m, nn.Conv2d) and max(m.kernel_size) > 1 and m.groups == 1})
+    """Leaf names of the tower's convolutions that mix channels: its spatial (kernel > 1) ungrouped ones, or, in a
+    depthwise-separable net (EfficientNet, MobileNet: grouped spatial convolutions, where the only ungrouped
+    spatial one is the stem), its pointwise (1 x 1) ungrouped ones, which carry the blocks' channel mixing."""
+    convs = [(name.rsplit(".", 1)[-1], m) for name, m in tower.named_modules() if isinstance(m, nn.Conv2d)]
+    separable = any(m.groups > 1 and max(m.kernel_size) > 1 for _, m in convs)
+    return sorted({name for name, m in convs if m.groups == 1 and (max(m.kernel_size) == 1) == separable})
 
 
 def lora_layer_names(tower: nn.Module) -> list[str]:
     """peft `target_modules` for a tower: its attention projections (`attention_projection_names`),
-    else the Linears of its MLP blocks (fc1 / fc2, c_fc / c_proj), else its spatial convolutions
-    (kernel > 1); [] when it has none of these (nothing LoRA should wrap)."""
+    else the Linears of its MLP blocks (fc1 / fc2, c_fc / c_proj), else its convolutions that mix channels
+    (`conv_layer_names`); [] when it has none of these (nothing LoRA should wrap)."""
     attention = attention_projection_names(tower)
     if attention:
         return attention

@@ -5,7 +5,8 @@ earlier run.
 
 The key hashes everything the fit depends on: the target's pre-edit fingerprint, every term's
 coefficient, descriptor (its tensor digest, task, source, probe digest and prompts), the whole
-`AdaptConfig`, the fit's autocast dtype, the anchors' digest, and the source of the modules that
+`AdaptConfig`, the modules LoRA wraps (the config's, or the model's `lora_target_modules`, whose rule may
+change without the fingerprint changing), the fit's autocast dtype, the anchors' digest, and the source of the modules that
 define the fit (`platonic.adapter`, `platonic.finetuning.lora`), so a changed setting or changed code
 misses the cache instead of reading a stale adapter. The directory is written atomically and once
 (`locks.write_once`): two processes never write one at the same time.
@@ -38,6 +39,7 @@ def adapter_key(model, pairs, config: AdaptConfig, anchors=None) -> str:
               "probes": d.grid.probe_digest, "prompts": list(d.grid.prompts)} for c, d in pairs]
     dtype = fit_dtype(config, model.device)
     record = {"target": model.base_fingerprint, "terms": terms, "config": config.model_dump(mode="json"),
+              "lora_targets": sorted(config.target_modules or model.lora_target_modules),
               "dtype": str(dtype).removeprefix("torch.") if dtype is not None else "float32", "code": _code_digest(),
               "anchors": None if anchors is None else tensor_digest(model.canonical(anchors))}
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
