@@ -132,6 +132,29 @@ def test_retention_is_withheld_when_the_oracle_gains_under_a_point():
     assert ret["B"] is None  # a 0.5-point oracle gain: the ratio (-400%) would be noise
 
 
+def test_retention_per_family_pair_is_the_ratio_of_summed_gains_over_slots():
+    """Each closed-form slot counts for its own source's family; a run without families gives no table."""
+    from platonic.experiments.tables import family_retention
+
+    def cell(method, target, sources, a, b):
+        return {"experiment": "addition", "method": method, "target": target, "sources": sources, "tasks": ["t0", "t1"],
+                "accuracy": {"A": a, "B": b, "ctrl": 0.5}, "residuals": []}
+
+    cells = [cell("zero_shot", "vit", [], 0.30, 0.40), cell("oracle", "vit", ["vit", "vit"], 0.50, 0.60),
+             cell("closed_form", "vit", ["cnn1", "cnn2"], 0.45, 0.50), cell("closed_form", "vit", ["cnn2", "cnn1"], 0.40, 0.55),
+             cell("zero_shot", "cnn1", [], 0.20, 0.20), cell("oracle", "cnn1", ["cnn1", "cnn1"], 0.20, 0.205),
+             cell("closed_form", "cnn1", ["vit", "cnn2"], 0.30, 0.20)]
+    models = {"vit": {"family": "VisionTransformer"}, "cnn1": {"family": "EfficientNet"}, "cnn2": {"family": "EfficientNet"}}
+    rows = {(r["source"], r["target"]): r for r in family_retention({"setup": {"models": models}, "cells": cells})}
+    to_vit = rows[("EfficientNet", "VisionTransformer")]
+    assert to_vit["slots"] == 4 and to_vit["models"] == [("cnn1", "vit"), ("cnn2", "vit")]
+    assert to_vit["gain"] == pytest.approx((0.15 + 0.10 + 0.10 + 0.15) / 4)
+    assert to_vit["retention"] == pytest.approx(0.50 / 0.80)
+    assert rows[("VisionTransformer", "EfficientNet")]["retention"] is None  # the oracle gains nothing on slot A
+    assert rows[("EfficientNet", "EfficientNet")]["retention"] is None  # 0.5 point on slot B: under MIN_ORACLE_GAIN
+    assert family_retention({"setup": {"models": {"vit": {}}}, "cells": cells}) == []
+
+
 def test_feature_store_with_an_anchor_pool_solves_anchored(setup):
     """The fast path's anchored solve: the pool through each target's design rows, recorded in the operator."""
     from platonic import RidgeSolver, digest_probes

@@ -68,6 +68,58 @@ def retention(means: dict) -> dict[str, float | None]:
     return out
 
 
+def family_retention(results: dict, experiment: str = "addition") -> list[dict]:
+    """Cross-model retention per (source family, target family), from the closed-form cells.
+
+    For every closed-form cell and task slot k, with source s_k and target t: the transfer gain
+    acc_k - zero_shot_k and the target's own oracle gain oracle_k - zero_shot_k on the same target and tasks;
+    retention = sum of transfer gains / sum of oracle gains over a family pair's (cell, slot)s, None under
+    MIN_ORACLE_GAIN on average. Families are `results["setup"]["models"][NAME]["family"]` (a run without them
+    gives []). Rows: {"source", "target", "models" (the (source, target) model pairs), "slots", "gain",
+    "oracle_gain", "retention"}, sorted by family pair."""
+    models = results.get("setup", {}).get("models", {})
+    family = {name: m.get("family") for name, m in models.items()}
+    if not family or None in family.values():
+        return []
+    reference = {(c["method"], c["target"], tuple(c["tasks"])): c["accuracy"] for c in results["cells"]
+                 if c["experiment"] == experiment and c["method"] in ("zero_shot", "oracle")}
+    sums: dict[tuple[str, str], list] = defaultdict(lambda: [0.0, 0.0, 0, set()])
+    for c in results["cells"]:
+        if c["experiment"] != experiment or c["method"] != "closed_form":
+            continue
+        key = (c["target"], tuple(c["tasks"]))
+        zero, oracle = reference.get(("zero_shot", *key)), reference.get(("oracle", *key))
+        if zero is None or oracle is None:
+            continue
+        for slot, source in zip(("A", "B"), c["sources"]):
+            row = sums[(family[source], family[c["target"]])]
+            row[0] += c["accuracy"][slot] - zero[slot]
+            row[1] += oracle[slot] - zero[slot]
+            row[2] += 1
+            row[3].add((source, c["target"]))
+    out = []
+    for (src, tgt), (gain, oracle_gain, n, pairs) in sorted(sums.items()):
+        out.append({"source": src, "target": tgt, "models": sorted(pairs), "slots": n, "gain": gain / n,
+                    "oracle_gain": oracle_gain / n,
+                    "retention": gain / oracle_gain if oracle_gain / n >= MIN_ORACLE_GAIN else None})
+    return out
+
+
+def _family_table(results: dict) -> list[str]:
+    rows = family_retention(results)
+    if not rows:
+        return []
+    lines = ["Retention per (source family, target family): closed form and the target's own oracle, gain over "
+             "zero-shot (points), mean over cells and task slots", "",
+             "| source family | target family | model pairs | slots | closed form | oracle | retention |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ret = "n/a" if r["retention"] is None else f"{100 * r['retention']:.1f}%"
+        lines.append(f"| {r['source']} | {r['target']} | {len(r['models'])} | {r['slots']} | {100 * r['gain']:+.2f} | "
+                     f"{100 * r['oracle_gain']:+.2f} | {ret} |")
+    return lines + [""]
+
+
 def _retention_text(value: float | None) -> str:
     return f"retention {100 * value:.1f}%" if value is not None else f"retention n/a (oracle gain under {100 * MIN_ORACLE_GAIN:g} point)"
 
@@ -99,6 +151,7 @@ def protocol_table(protocol, results: dict, registry) -> list[str]:
             f"task {s}: closed form {gains['closed_form'][s]:+.2f}, "
             + (f"consensus {gains['consensus'][s]:+.2f}, " if "consensus" in gains else "")
             + f"oracle {gains['oracle'][s]:+.2f}, {_retention_text(ret[s])}" for s in ret), ""]
+        lines += _family_table(results)
     cos = results.get("diagnostics", {}).get("consensus_cosine") if "consensus" in means else None
     if cos:
         lines += ["Cosine to the target's own descriptor (mean over targets and tasks): consensus "

@@ -88,6 +88,13 @@ class DualEncoder(ABC):
         """The image (or audio) tower: the module a fine-tune changes and an edit lands in."""
 
     @property
+    def family(self) -> str:
+        """The tower's architecture family, for results per (source family, target family): the class name of its
+        backbone (a timm tower's `trunk`, e.g. "EfficientNet", "VisionTransformer"; else the tower's own class)."""
+        trunk = getattr(self.tower, "trunk", None)
+        return type(trunk if isinstance(trunk, nn.Module) else self.tower).__name__
+
+    @property
     def embed_dim(self) -> int:
         """d, the width of the shared embedding space (what the edit site writes)."""
         return self.edit_site.out_dim

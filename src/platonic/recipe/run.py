@@ -250,7 +250,8 @@ def _run_recipe(recipe: Recipe, output: Path, settings: Compute, progress: bool,
                "device": {**device_record(settings.device), "processes": launch_size()},
                "compute": settings.model_dump(mode="json", exclude={"device"}), "finetunes": run.finetunes,
                "models": {name: {"spec": m.spec, "fingerprint": m.base_fingerprint, "embed_dim": m.embed_dim,
-                                 "edit_site": m.edit_site.describe()} for name, m in run.models.items()},
+                                 "edit_site": m.edit_site.describe(), "family": m.family}
+                          for name, m in run.models.items()},
                "descriptors": {f"{m}.{t}": {"shape": list(d.shape), "norm": float(d.norm()),
                                            "sha256": tensor_digest(d.matrix)}
                                for (m, t), d in run.descriptors.items()},

@@ -71,7 +71,7 @@ class ExperimentSetup:
         return {
             "name": self.name,
             "models": {name: {"spec": m.spec, "fingerprint": m.base_fingerprint, "embed_dim": m.embed_dim,
-                              "edit_site": m.edit_site.describe()} for name, m in self.models.items()},
+                              "edit_site": m.edit_site.describe(), "family": m.family} for name, m in self.models.items()},
             "tasks": {name: {"classes": len(t.prompts), "probes": int(t.probes.shape[0]), "test": len(t.test.labels)}
                       for name, t in self.tasks.items()},
             "controls": {name: {"classes": len(c.prompts), "test": len(c.labels)} for name, c in self.controls.items()},

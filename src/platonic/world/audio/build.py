@@ -44,7 +44,7 @@ from ...paths import cache_root
 from ...progress import LineProgress, track
 from ...storage import atomic_write
 from ..common.captions import write_caption_embeddings
-from ..common.jobs import model_seed, set_determinism, worker_pool, world_inputs
+from ..common.jobs import build_workers, model_seed, set_determinism, worker_pool, world_inputs, write_build_record
 from . import dataset
 from .dataset import AudioDataSizes
 from .pretrain import AudioPretrainConfig, pretrain
@@ -265,7 +265,7 @@ def build_audio_world(profile: str = "full", seed: int = 0, root: Path | None = 
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
-    workers = workers or int(os.environ.get("PLATONIC_WORLD_WORKERS", "2"))
+    workers = build_workers(workers)
     prof = PROFILES[profile]
     timings = {}
     t_all = time.perf_counter()
@@ -312,7 +312,6 @@ def build_audio_world(profile: str = "full", seed: int = 0, root: Path | None = 
              "versions": library_versions(), "cpu": cpu_record(), "data": str(data_file),
              "sources": {kind: cfg.model_dump() for kind, cfg in prof.sources.items()},
              "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in KINDS} for r in ft_stats}}
-    atomic_write(path / "build.json", lambda tmp: Path(tmp).write_text(json.dumps(build, indent=1, sort_keys=True)))
-    atomic_write(path / "COMPLETE", lambda tmp: Path(tmp).write_text(json.dumps({"built": time.time()})))
+    write_build_record(path, build)
     lines.note("complete")
     return path

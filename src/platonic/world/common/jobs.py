@@ -7,6 +7,8 @@ Each job seeds itself (`model_seed`), so the weights do not depend on the number
 from __future__ import annotations
 
 import json
+import os
+import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Callable
 import torch
 from safetensors import safe_open
 
+from ...storage import atomic_write
 from .text import SentenceEncoder
 from .weights import META_KEY
 
@@ -34,6 +37,19 @@ def model_seed(spec, seed: int) -> int:
 
 def _init_worker() -> None:
     torch.set_num_threads(1)
+
+
+def build_workers(workers: int | None = None) -> int:
+    """The processes a world build runs its jobs on: `workers`, else $PLATONIC_WORLD_WORKERS, else 2."""
+    return workers or int(os.environ.get("PLATONIC_WORLD_WORKERS", "2"))
+
+
+def write_build_record(path: Path, build: dict, kinds=None) -> None:
+    """A built world's build.json, then its COMPLETE marker (naming the source `kinds` built, where the world has
+    kinds); both atomic, so a world is complete exactly when the marker is there."""
+    atomic_write(path / "build.json", lambda tmp: Path(tmp).write_text(json.dumps(build, indent=1, sort_keys=True)))
+    marker = {"built": time.time(), **({} if kinds is None else {"kinds": list(kinds)})}
+    atomic_write(path / "COMPLETE", lambda tmp: Path(tmp).write_text(json.dumps(marker)))
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:

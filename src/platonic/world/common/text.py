@@ -45,15 +45,19 @@ class SentenceEncoder:
     def _load(self) -> None:
         import transformers
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
         path = minilm_dir()
-        verbosity = transformers.logging.get_verbosity()
+        verbosity, bars = transformers.logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
         transformers.logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()  # its "Loading weights" bar, once per build worker, is noise in a build's log
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
             self.model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
         finally:
             transformers.logging.set_verbosity(verbosity)
+            if bars:
+                hf_logging.enable_progress_bar()
         for p in self.model.parameters():
             p.requires_grad_(False)
 

@@ -47,9 +47,9 @@ from ...errors import InvalidInputError
 from ...finetuning import FinetuneConfig, finetune
 from ...paths import cache_root
 from ...progress import LineProgress, track
-from ...storage import atomic_write, write_tensors
+from ...storage import write_tensors
 from ..common.captions import write_caption_embeddings
-from ..common.jobs import model_seed, set_determinism, worker_pool, world_inputs
+from ..common.jobs import build_workers, model_seed, set_determinism, worker_pool, world_inputs, write_build_record
 from . import data as world_data
 from . import zoo
 from .data import TASK_NAMES, DataSizes
@@ -197,7 +197,7 @@ def ensure_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int 
         return path
     build = json.loads((path / "build.json").read_text())
     profile, seed = check_profile(build["profile"]), int(build["seed"])
-    workers = workers or int(os.environ.get("PLATONIC_WORLD_WORKERS", "2"))
+    workers = build_workers(workers)
     jobs = [(m, t) for m in MODEL_NAMES for t in TASK_NAMES]
     label = f"building world ({profile}): {' and '.join(missing)} sources"
     lines = LineProgress(len(jobs), label, enabled=progress)
@@ -217,15 +217,9 @@ def ensure_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int 
     build["timings_s"]["total"] += seconds
     kinds_now = [k for k in KINDS if k in have or k in missing]
     build["kinds"] = kinds_now
-    _write_build_record(path, build, kinds_now)
+    write_build_record(path, build, kinds_now)
     lines.note("complete")
     return path
-
-
-def _write_build_record(path: Path, build: dict, kinds) -> None:
-    """build.json, then the COMPLETE marker naming the source kinds built (both atomic)."""
-    atomic_write(path / "build.json", lambda tmp: Path(tmp).write_text(json.dumps(build, indent=1, sort_keys=True)))
-    atomic_write(path / "COMPLETE", lambda tmp: Path(tmp).write_text(json.dumps({"built": time.time(), "kinds": list(kinds)})))
 
 
 # -- worker side ----------------------------------------------------------------------------------
@@ -323,7 +317,7 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
-    workers = workers or int(os.environ.get("PLATONIC_WORLD_WORKERS", "2"))
+    workers = build_workers(workers)
     prof = PROFILES[profile]
     timings = {}
     t_all = time.perf_counter()
@@ -363,6 +357,6 @@ def build_world(profile: str = "full", seed: int = 0, root: Path | None = None, 
              "versions": library_versions(), "cpu": cpu_record(),
              "sources": {kind: cfg.model_dump() for kind, cfg in prof.sources.items()}, "kinds": list(kinds),
              "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in kinds} for r in ft_stats}}
-    _write_build_record(path, build, kinds)
+    write_build_record(path, build, kinds)
     lines.note("complete")
     return path

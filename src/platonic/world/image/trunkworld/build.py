@@ -30,8 +30,8 @@ from safetensors import safe_open
 from ....environment import cpu_record, library_versions
 from ....errors import InvalidInputError
 from ....progress import LineProgress
-from ....storage import atomic_write, write_tensors
-from ...common.jobs import model_seed, set_determinism, worker_pool
+from ....storage import write_tensors
+from ...common.jobs import build_workers, model_seed, set_determinism, worker_pool, write_build_record
 from ...common.weights import META_KEY, load_weights, save_weights
 from .. import data as world_data
 from ..openclip_models import build_openclip_model, write_openclip_dir
@@ -159,11 +159,6 @@ def write_inputs(path: Path, profile: str, seed: int, progress: bool = True) -> 
     return timings
 
 
-def _write_record(path: Path, build: dict, kinds) -> None:
-    atomic_write(path / "build.json", lambda tmp: Path(tmp).write_text(json.dumps(build, indent=1, sort_keys=True)))
-    atomic_write(path / "COMPLETE", lambda tmp: Path(tmp).write_text(json.dumps({"built": time.time(), "kinds": list(kinds)})))
-
-
 def _run_sources(path: Path, profile: str, seed: int, kinds, workers: int, lines: LineProgress) -> list[dict]:
     jobs = [(m, t) for m in MODEL_NAMES for t in world_data.TASK_NAMES]
     results = []
@@ -187,7 +182,7 @@ def ensure_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int 
         return path
     build = json.loads((path / "build.json").read_text())
     profile, seed = build["profile"], int(build["seed"])
-    workers = workers or int(os.environ.get("PLATONIC_WORLD_WORKERS", "2"))
+    workers = build_workers(workers)
     lines = LineProgress(len(MODEL_NAMES) * len(world_data.TASK_NAMES),
                          f"trunk world ({profile}): {' and '.join(missing)} sources", enabled=progress)
     t0 = time.perf_counter()
@@ -195,7 +190,7 @@ def ensure_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int 
     build["timings_s"][f"sources_{'_'.join(missing)}_later"] = time.perf_counter() - t0
     for r in results:
         build["finetune_seconds"].setdefault(f"{r['model']}/{r['task']}", {}).update({k: r[k] for k in missing})
-    _write_record(path, build, [k for k in KINDS if k in have or k in missing])
+    write_build_record(path, build, [k for k in KINDS if k in have or k in missing])
     return path
 
 
@@ -212,7 +207,7 @@ def build_trunk_world(profile: str = "full", seed: int = 0, root: Path | None = 
     if path.exists():
         shutil.rmtree(path)
     (path / "models").mkdir(parents=True)
-    workers = workers or int(os.environ.get("PLATONIC_WORLD_WORKERS", "2"))
+    workers = build_workers(workers)
     t_all = time.perf_counter()
     total = len(MODEL_NAMES) * (1 + len(world_data.TASK_NAMES))
     lines = LineProgress(total, f"building trunk world ({profile})", enabled=progress)
@@ -241,7 +236,7 @@ def build_trunk_world(profile: str = "full", seed: int = 0, root: Path | None = 
              "timings_s": timings, "pretrain": pre_stats, "versions": library_versions(), "cpu": cpu_record(),
              "sources": {k: asdict(v) for k, v in check_profile(profile).sources.items()}, "kinds": list(kinds),
              "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in kinds} for r in src_stats}}
-    _write_record(path, build, kinds)
+    write_build_record(path, build, kinds)
     lines.note("complete")
     return path
 
