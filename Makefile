@@ -48,7 +48,8 @@ debian: $(DEB_STAMP)
 test: setup
 	$(PY) -m pytest -q
 
-# The image world's protocols, then negation on the audio world (issue 15; each world built on first use).
+# The protocols on the image world on pretrained trunks, then negation on the audio world (each world built on
+# first use; `platonic demo --setup world` runs them on the tiny from-scratch towers instead).
 demo: setup
 	$(VENV)/bin/platonic demo
 	$(VENV)/bin/platonic experiment negation --setup audio-world -o runs/demo-audio

@@ -82,6 +82,12 @@ def test_a_built_model_is_an_open_clip_directory_open_clip_alone_loads(tiny_trun
     assert torch.allclose(ours, theirs, atol=1e-5)
 
 
+def _above_the_cut(state: dict) -> tuple[str, ...]:
+    """The state-dict prefixes of the tower above the cut: the trunk's last stage, conv_head, bn2 and the head."""
+    last = len([k for k in state if k.startswith("visual.trunk.blocks.") and k.endswith(".0.conv_pw.weight")]) - 1
+    return (f"visual.trunk.blocks.{last}.", "visual.trunk.conv_head.", "visual.trunk.bn2.", "visual.head.")
+
+
 def test_a_source_changes_only_the_tower_above_the_cut_and_lora_is_built_on_first_use(tiny_trunk_world):
     from platonic.world.backend import load_world_model
     from platonic.world.image.trunkworld.build import built_kinds
@@ -89,8 +95,7 @@ def test_a_source_changes_only_the_tower_above_the_cut_and_lora_is_built_on_firs
     base = load_world_model("trunk/lite0-linear", root=tiny_trunk_world).model.state_dict()
     full = load_world_model("trunk/lite0-linear/shapes", root=tiny_trunk_world).model.state_dict()
     changed = {k for k in base if not torch.equal(base[k], full[k])}
-    last = len([k for k in base if k.startswith("visual.trunk.blocks.") and k.endswith(".0.conv_pw.weight")]) - 1
-    above = (f"visual.trunk.blocks.{last}.", "visual.trunk.conv_head.", "visual.trunk.bn2.", "visual.head.")
+    above = _above_the_cut(base)
     assert changed and all(k.startswith(above) for k in changed)
     assert "visual.head.proj.weight" in changed
     assert built_kinds(tiny_trunk_world) == ("full",)
@@ -113,6 +118,31 @@ def test_the_engine_reads_the_trunk_world(tiny_trunk_world):
     grid = setup.descriptors[("lite1-attn", "shapes")]
     assert grid.matrix.shape == (len(setup.tasks["shapes"].probes), 8) and torch.isfinite(grid.matrix).all()
     assert set(TASK_NAMES) >= set(setup.tasks)
+
+
+def test_the_gradient_ascent_baseline_trains_above_the_cut_and_raises_the_tasks_loss(tiny_trunk_world):
+    from platonic.experiments.setups import trunk_world_setup
+
+    setup = trunk_world_setup(path=tiny_trunk_world, models=["lite0-linear"], tasks=["shapes", "digits"],
+                              progress=False)
+    base = setup.models["lite0-linear"]
+    before = {k: v.clone() for k, v in base.model.state_dict().items()}
+    ascended = setup.baselines["gradient_ascent"]("lite0-linear", "shapes")
+    again = setup.baselines["gradient_ascent"]("lite0-linear", "shapes")
+    assert all(torch.equal(before[k], v) for k, v in base.model.state_dict().items())  # the target is left alone
+    state = ascended.model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], state[k])}
+    assert changed and all(k.startswith(_above_the_cut(before)) for k in changed)
+    assert all(torch.equal(v, state[k]) for k, v in again.model.state_dict().items())  # seeded
+    images, labels = setup.baselines["labelled"]("shapes")
+    heads = torch.nn.functional.normalize(base.encode_texts(list(setup.tasks["shapes"].prompts)), dim=-1)
+
+    def loss(model):
+        z = torch.nn.functional.normalize(model.encode_probes(images[:256]).z, dim=-1)
+        return torch.nn.functional.cross_entropy(100 * z @ heads.T, labels[:256]).item()
+
+    assert loss(ascended) > loss(base) + 0.1
+    assert "gradient ascent: last stage + head" in setup.name
 
 
 def test_the_shared_activations_give_the_towers_embeddings_and_never_serve_an_edit_below_the_cut(tiny_trunk_world):

@@ -165,16 +165,18 @@ def report(directory: Path = typer.Argument(..., help="A run directory holding r
 
 
 def demo(
-    setup: str = typer.Option("world", "--setup", help="world (the embedded world, built on first use), audio-world "
-                              "(the embedded audio world, built on first use), trunk-world (the image world on "
-                              "pretrained trunks, built on first use) or toy (synthetic, seconds)."),
+    setup: str = typer.Option("trunk-world", "--setup", help="trunk-world (the image world on pretrained "
+                              "EfficientNet-Lite trunks, built on first use), world (the image world's tiny towers "
+                              "trained from scratch, built on first use), audio-world (the embedded audio world, built "
+                              "on first use) or toy (synthetic, seconds)."),
     output: Path = typer.Option(Path("runs/demo"), "-o", "--output", help="Run directory to write."),
 ) -> None:
-    """The paper's protocol on the embedded world: addition, negation, generalisation (CPU, minutes),
-    then addition and negation again with the anchored solve, beside the paper's (solve_comparison.md).
+    """The paper's protocol on the embedded image world on pretrained trunks: addition, negation, generalisation
+    (CPU, minutes), then addition and negation again with the anchored solve, beside the paper's
+    (solve_comparison.md).
 
-    --setup audio-world runs the same on the embedded audio world. Builds the world first if it is not
-    cached (profile from $PLATONIC_WORLD_PROFILE, default full).
+    --setup world / audio-world runs the same on the tiny-tower image world / the audio world. Builds the world
+    first if it is not cached (profile from $PLATONIC_WORLD_PROFILE, default full).
     """
     from ..experiments.command import run_demo
 

@@ -34,7 +34,8 @@ class SetupEntry:
 
 
 SETUPS = {entry.name: entry for entry in (
-    SetupEntry("world", world_setup, "the embedded world (built on first use)", world=True),
+    SetupEntry("world", world_setup, "the embedded image world of tiny towers trained from scratch (built on first "
+               "use)", world=True),
     SetupEntry("audio-world", audio_world_setup, "the embedded audio world (built on first use)", world=True),
     SetupEntry("trunk-world", trunk_world_setup, "the image world on pretrained EfficientNet-Lite trunks, open_clip "
                "models (built on first use)", world=True),

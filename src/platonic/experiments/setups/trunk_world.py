@@ -2,7 +2,9 @@
 the image world's eight tasks (harder shapes and textures) and two controls, its last-stage sources.
 
 It is read as the image world is (`setups.world.world_parts`), with models and sources loaded as
-`world:trunk/NAME[/TASK[/lora]]` (platonic's open_clip encoders of the built directories).
+`world:trunk/NAME[/TASK[/lora]]` (platonic's open_clip encoders of the built directories). Its gradient-ascent
+negation baseline trains what its full sources train, the tower above the cut, on the build's cached activations
+(`GRADIENT_ASCENT`'s budget; seconds a model and task, where the whole tower took about 50 s).
 """
 
 from __future__ import annotations
@@ -23,6 +25,17 @@ class TrunkWorldParts(WorldParts):
         from ...world.backend import load_world_model
 
         return load_world_model(f"trunk/{model}/{task}" + ("" if kind == "full" else f"/{kind}"), root=self.path)
+
+    def ascend(self, model: str, task: str, steps: int | None = None):
+        """`model` after the gradient-ascent baseline on `task`'s train split, on the part above the cut (what the
+        world's full sources train; `trunkworld.backend.ascended_trunk_model`); steps: the budget (default
+        `GRADIENT_ASCENT`'s)."""
+        from ...finetuning.config import GRADIENT_ASCENT
+        from ...world.image.trunkworld.backend import ascended_trunk_model
+
+        config = GRADIENT_ASCENT if steps is None else GRADIENT_ASCENT.model_copy(update={"steps": steps})
+        return ascended_trunk_model(self.models[model], self.path, task, self.data[task].train.labels,
+                                    self.tasks[task].prompts, config)
 
 
 def trunk_world_parts(path: Path, models=None) -> TrunkWorldParts:
@@ -50,4 +63,4 @@ def trunk_world_setup(profile: str | None = None, seed: int = 0, source_kind: st
         path = ensure_sources(path, (source_kind,), progress=progress)
     world = trunk_world_parts(path, models=list(models) if models else None)
     return parts_setup(world, "trunk world", wd.TASK_NAMES, wd.RELATED_GROUP, wd.HELD_OUT_RELATED, tasks, source_kind,
-                       recipe, progress)
+                       recipe, progress, ascend=world.ascend, ascent_label=", gradient ascent: last stage + head")

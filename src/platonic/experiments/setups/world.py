@@ -132,13 +132,16 @@ def check_names(kind: str, models, tasks, model_names, task_names) -> None:
 
 
 def parts_setup(world, label: str, task_names, related_group, held_out_related, tasks=None,
-                source_kind: str = DEFAULT_SOURCE_KIND, recipe=None, progress: bool = True) -> ExperimentSetup:
+                source_kind: str = DEFAULT_SOURCE_KIND, recipe=None, progress: bool = True, ascend=None,
+                ascent_label: str = "") -> ExperimentSetup:
     """A built world's parts (image or audio) as an ExperimentSetup.
 
     world: the loaded parts (models, tasks, controls, data, `finetuned`, `train`); label: the setup's
     name; task_names: all the world's tasks in order (the fine-tune cache's seeds); related_group /
     held_out_related: the world's related tasks, kept when the held-out task and at least two related
     tasks are among `tasks` (else the setup has no related group, and generalization is refused).
+    ascend: (model, task, steps) -> the gradient-ascent baseline's model (default: the whole tower, `ascended`);
+    ascent_label: what it trains, for the setup's name (e.g. ", gradient ascent: last stage + head").
     """
     models = world.models
     tasks = {t: world.tasks[t] for t in (tasks or world.tasks)}
@@ -148,10 +151,12 @@ def parts_setup(world, label: str, task_names, related_group, held_out_related, 
     sources = world_sources(world, models, tasks, recipe, task_names)
 
     def gradient_ascent(target: str, task: str, steps: int | None = None):
+        if ascend is not None:
+            return ascend(target, task, steps)
         inputs, labels = world.train(task)
         return ascended(models[target], task, inputs, labels, tasks[task].prompts, steps)[0]
 
-    return ExperimentSetup(f"{label} ({world.path.name}, sources: {source_kind} fine-tunes)", models, tasks, world.controls,
+    return ExperimentSetup(f"{label} ({world.path.name}, sources: {source_kind} fine-tunes{ascent_label})", models, tasks, world.controls,
                            descriptors, related_group=related if held_out else (), held_out=held_out,
                            baselines={"gradient_ascent": gradient_ascent, "task_vector": sources.task_vector,
                                       "finetunes": sources, "labelled": world.train},

@@ -23,6 +23,7 @@ from .build import ensure_sources, ensure_trunk_world, require_built
 from ..build import KINDS
 from .recipe import MODEL_NAMES
 from .shared import SharedTrunkEncoder
+from .sources import ascend_above
 
 
 def parse_name(name: str) -> tuple[str, str | None, str]:
@@ -52,16 +53,44 @@ def load_trunk_world_model(name: str, device="cpu", dtype=None, root: Path | Non
     encoder = _load_encoder(world / "models" / model, f"world:trunk/{name.strip()}", device, dtype)
     if task is not None:
         state, _ = load_weights(world / "sources" / model / f"{task}.{kind}.safetensors")
-        own = encoder.model.state_dict()
-        foreign = [k for k in state if k not in own or own[k].shape != state[k].shape]
-        if foreign:
-            raise ArtifactError(f"{name}: the source file's tensors {foreign[:3]} do not fit the model; rebuild the "
-                                "trunk world (`platonic world trunk-build --force`)")
-        with torch.no_grad():
-            for k, v in state.items():
-                own[k].copy_(v.to(own[k].dtype))
-        encoder.invalidate_fingerprint()
+        _load_above(encoder, state, name)
     return encoder
+
+
+def _load_above(encoder: SharedTrunkEncoder, state: dict[str, torch.Tensor], name: str) -> None:
+    """Write `state` (a tower part above the cut under the open_clip names) into `encoder`, refusing tensors that do
+    not fit the model (named `name` in the error)."""
+    own = encoder.model.state_dict()
+    foreign = [k for k in state if k not in own or own[k].shape != state[k].shape]
+    if foreign:
+        raise ArtifactError(f"{name}: the source file's tensors {foreign[:3]} do not fit the model; rebuild the "
+                            "trunk world (`platonic world trunk-build --force`)")
+    with torch.no_grad():
+        for k, v in state.items():
+            own[k].copy_(v.to(own[k].dtype))
+    encoder.invalidate_fingerprint()
+
+
+def ascended_trunk_model(encoder: SharedTrunkEncoder, root: Path, task: str, labels: torch.Tensor, prompts,
+                         config) -> SharedTrunkEncoder:
+    """A loaded trunk world model (`encoder`, `world:trunk/NAME`) after the gradient-ascent negation baseline of
+    `config` on `task` (`sources.ascend_above`: the part above the cut, on the built world's cached train
+    activations; labels (n,) the task's train labels, prompts its class prompts), as a new encoder; `encoder` is left as it is."""
+    name, task_part, _ = parse_name(encoder.spec.removeprefix("world:trunk/"))
+    if task_part is not None:
+        raise InvalidInputError(f"the gradient-ascent baseline starts from a base model, not the source {encoder.spec}")
+    acts, _ = load_weights(require_built(root) / "activations" / f"{name}.safetensors")
+    if task not in acts or len(acts[task]) != len(labels):
+        raise ArtifactError(f"{root}: the cached activations of {name} do not match {task}'s train split; rebuild the "
+                            "trunk world (`platonic world trunk-build --force`)")
+    with torch.no_grad():
+        heads = torch.nn.functional.normalize(encoder.encode_texts(list(prompts)).float(), dim=-1)
+        scale = encoder.model.logit_scale.detach().exp().item()
+    with torch.enable_grad():
+        state = ascend_above(encoder.model.visual, acts[task].float(), labels, heads, scale, config)
+    edited = encoder.copy_for_new_weights()
+    _load_above(edited, state, encoder.spec)
+    return edited
 
 
 def _load_encoder(directory: Path, spec: str, device, dtype) -> SharedTrunkEncoder:

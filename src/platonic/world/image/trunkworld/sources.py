@@ -63,3 +63,37 @@ def train_source(visual, kind: str, train: torch.Tensor, labels: torch.Tensor, p
         loss.backward()
         opt.step()
     return finish().state_in_model()
+
+
+def ascend_above(visual, train: torch.Tensor, labels: torch.Tensor, prompts: torch.Tensor, model_scale: float,
+                 config) -> dict[str, torch.Tensor]:
+    """The gradient-ascent negation baseline on the part of the tower the world's full sources train.
+
+    The trunk world's models are LiT bases (the trunk below the cut frozen), so their baseline moves what a full
+    source moves: f = `tower.Above` on cached activations, batch-norm statistics frozen, maximising
+
+        L = CE(s * unit(f(a)) G^T, y)
+
+    for `config` (`finetuning.GRADIENT_ASCENT`: its steps, batch, AdamW lr / weight decay, schedule, gradient
+    clip and logit scale s, or `model_scale` where it has none; batches in `batch_order`'s seeded order).
+    train (n, C', h, w) activations, labels (n,), prompts (C, d) unit text embeddings. Returns f's state under the
+    model's names."""
+    from ....finetuning.training import batch_order
+
+    torch.manual_seed(config.seed)
+    scale = config.logit_scale if config.logit_scale is not None else model_scale
+    above = Above(visual, copy=True).eval()
+    params = list(above.parameters())
+    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    steps = config.total_steps(len(train))
+    for step, idx in enumerate(batch_order(len(train), config.batch_size, steps, config.seed)):
+        for group in opt.param_groups:
+            group["lr"] = config.lr * config.lr_factor(step, steps)
+        z = F.normalize(above(train[idx]), dim=-1)
+        loss = -F.cross_entropy(scale * z @ prompts.T, labels[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+        opt.step()
+    return above.state_in_model()
