@@ -213,3 +213,12 @@ def test_source_kinds_and_unbuilt_worlds_are_refused_by_name(tmp_path):
     with pytest.raises(PlatonicError, match="platonic world build"):
         wb.ensure_sources(tmp_path)
 
+
+
+def test_load_weights_reads_only_the_keys_asked_for(tmp_path):
+    from platonic.world.common.weights import save_weights
+
+    path = save_weights(tmp_path / "w.safetensors", {"a": torch.ones(2), "b": torch.zeros(3)}, {"kind": "test"})
+    some, meta = load_weights(path, keys=("b", "missing"))
+    assert list(some) == ["b"] and torch.equal(some["b"], torch.zeros(3)) and meta == {"kind": "test"}
+    assert set(load_weights(path)[0]) == {"a", "b"}

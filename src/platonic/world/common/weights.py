@@ -19,11 +19,12 @@ def save_weights(path, state: dict, meta: dict) -> Path:
     return write_tensors(path, state, meta, key=META_KEY, make_parents=True)
 
 
-def load_weights(path) -> tuple[dict[str, torch.Tensor], dict]:
+def load_weights(path, keys=None) -> tuple[dict[str, torch.Tensor], dict]:
+    """A world weights file's tensors (only `keys` of them where given; a key it lacks is left out) and its metadata."""
     path = Path(path)
     if not path.exists():
         raise ArtifactError(f"{path} does not exist; build the world with `platonic world build`")
     with safe_open(str(path), framework="pt") as f:
         meta = json.loads((f.metadata() or {}).get(META_KEY, "{}"))
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
+        tensors = {k: f.get_tensor(k) for k in f.keys() if keys is None or k in keys}
     return tensors, meta

@@ -79,7 +79,7 @@ def ascended_trunk_model(encoder: SharedTrunkEncoder, root: Path, task: str, lab
     name, task_part, _ = parse_name(encoder.spec.removeprefix("world:trunk/"))
     if task_part is not None:
         raise InvalidInputError(f"the gradient-ascent baseline starts from a base model, not the source {encoder.spec}")
-    acts, _ = load_weights(require_built(root) / "activations" / f"{name}.safetensors")
+    acts, _ = load_weights(require_built(root) / "activations" / f"{name}.safetensors", keys=(task,))
     if task not in acts or len(acts[task]) != len(labels):
         raise ArtifactError(f"{root}: the cached activations of {name} do not match {task}'s train split; rebuild the "
                             "trunk world (`platonic world trunk-build --force`)")
