@@ -23,7 +23,8 @@ recovery, locality; then transfer at alpha 0.5 between the students and the buil
 
 Usage: python research/trunk_student_screen.py ARCH [ARCH ...]  (vit, vit-wide, resnet). Env: STUDENT_DISTILL (5),
 STUDENT_STEPS (3000), STUDENT_NAME_RATE (0.03), STUDENT_LR (2e-3), SOURCE_LR (1e-3), WHOLE_LR (1e-3),
-STUDENT_KINDS (last,whole), STUDENT_TEACHER (lite0-linear), SCREEN_THREADS (2), STUDENT_TAG ('').
+STUDENT_KINDS (last,whole), STUDENT_TEACHER (lite0-linear), SCREEN_THREADS (2), STUDENT_TAG (''),
+STUDENT_TARGET (embedding; pooled: distil the teacher trunk's pooled features, centred, instead of its embedding).
 OUT: $PLATONIC_RESEARCH_OUT (/tmp/platonic-research)/trunk-students.
 """
 import copy
@@ -60,6 +61,7 @@ WHOLE_LR = float(os.environ.get("WHOLE_LR", "1e-3"))
 KINDS = os.environ.get("STUDENT_KINDS", "last,whole").split(",")
 TEACHER = os.environ.get("STUDENT_TEACHER", "lite0-linear")
 TAG = os.environ.get("STUDENT_TAG", "")
+TARGET = os.environ.get("STUDENT_TARGET", "embedding")  # or "pooled": the trunk's 1280-d pooled features, centred
 N_TEST = 500
 ARCHS = {
     # patch 8 on the 32 px canvas (16 tokens + class): a step of 128 took 0.26-0.33 s of one shared core here, patch 4 about 1 s
@@ -302,8 +304,12 @@ if __name__ == "__main__":
     teacher = open_clip.create_model(f"local-dir:{world / 'models' / TEACHER}").eval()
     with torch.no_grad():
         up = Above(teacher.visual)
-        teacher_z = [F.normalize(torch.cat([up(t_acts[s][i:i + 1024]) for i in range(0, len(t_acts[s]), 1024)]), dim=-1)
-                     for s in SETS]
+        head = up if TARGET == "embedding" else up.trunk_features
+        teacher_z = [torch.cat([head(t_acts[s][i:i + 1024]) for i in range(0, len(t_acts[s]), 1024)]) for s in SETS]
+        if TARGET == "pooled":  # the trunk's pooled features are post-ReLU6, all positive: centre them first
+            centre = torch.cat(teacher_z).mean(0)
+            teacher_z = [z - centre for z in teacher_z]
+        teacher_z = [F.normalize(z, dim=-1) for z in teacher_z]
     del t_acts
     E, P, S = {}, {}, {}
     for arch in sys.argv[1:]:
@@ -334,7 +340,7 @@ if __name__ == "__main__":
             ztr = F.normalize(embed(model.visual, DATA[t].train.images[:2000], spec), dim=-1).double()
             lp[t] = linear_probe(ztr, DATA[t].train.labels[:2000], E[name][t]["test"], SUB[t]["test"][1], len(P[name][t]))
         pr = participation_ratio(torch.cat([E[name][t]["probes"] for t in TASK_NAMES]))
-        print(json.dumps({"model": name, "arch": ARCHS[arch], "distill": DISTILL, "steps": STEPS, "name_rate": NAME_RATE,
+        print(json.dumps({"model": name, "arch": ARCHS[arch], "distill": DISTILL, "target": TARGET, "steps": STEPS, "name_rate": NAME_RATE,
                           "zero_shot": round(sum(zs[t] for t in TASK_NAMES) / 8, 1), "probe": round(sum(lp.values()) / 8, 1),
                           "pr": round(pr, 1), "zs": {s: round(v, 1) for s, v in zs.items()},
                           "pretrain_s": round(t1 - t0)}), flush=True)
