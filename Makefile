@@ -45,8 +45,9 @@ $(DEB_STAMP): Makefile | $(VENV)/bin/python
 
 debian: $(DEB_STAMP)
 
+# Two workers, one thread each; the tests of one built world run on one worker (tests/conftest.py).
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # The protocols on the image world on pretrained trunks, then negation on the audio world (each world built on
 # first use; `platonic demo --setup world` runs them on the tiny from-scratch towers instead).

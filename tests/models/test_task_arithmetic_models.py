@@ -13,14 +13,15 @@ from platonic.cli import app
 @pytest.mark.slow
 def test_task_arithmetic_on_a_yaml_setup_runs_attft_lora_att_and_linear_on_open_clip(world_on_disk):  # noqa: F811
     """Packed nn.MultiheadAttention: ATT-FT on in_proj / out_proj, peft's LoRA on it, jvp without its fast path.
-    (full and the cache re-use are covered on the toy setup, tests/test_task_arithmetic.py.)"""
+    (full, the cache re-use and the merge rules beside the sum are covered on the toy setup, tests/test_task_arithmetic.py.)"""
     root = world_on_disk
     cfg = {"name": "one open_clip ViT", "models": {"vit": "open_clip:ViT-S-32"},
            "tasks": {t: {"data": f"data/{t}", "template": "a photo of something {}."} for t in TASKS},
            "controls": {"mixed": {"data": "data/mixed"}}, "probes_per_class": 2}
     (root / "ta.yaml").write_text(yaml.safe_dump(cfg))
     args = ["experiment", "task_arithmetic", "--setup", str(root / "ta.yaml"), "--flavours", "attention,lora,linear",
-            "--tasks", "reds,blues", "--lambdas", "1", "--steps", "2", "--negation-flavours", "attention", "--no-plots"]
+            "--tasks", "reds,blues", "--lambdas", "1", "--steps", "2", "--negation-flavours", "attention", "--merges", "sum",
+            "--no-plots"]
     result = CliRunner().invoke(app, [*args, "-o", str(root / "run")], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "0 from the cache" in result.output
