@@ -7,6 +7,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import pytest
 import torch
+from helpers import WORLD_FOLDERS
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one thread each, not four on two
     torch.set_num_threads(1)
@@ -21,14 +22,10 @@ def unit(x):
     return torch.nn.functional.normalize(x, dim=1)
 
 
-
 # Under pytest-xdist (`make test` runs `-n 2 --dist loadfile`) a worker builds each session fixture it uses, so the
 # tests of one built world go to one worker together: every test under tests/world/ (the tiny image world, the trunk
 # world), tests/audio_zoo/ (the tiny audio world) or tests/audio_world/ (its data) is one unit; any other test goes
-# with its file (whose module-scoped fixtures are then built once). The world fixtures live in those folders only.
-WORLD_FOLDERS = ("tests/world/", "tests/audio_zoo/", "tests/audio_world/")
-
-
+# with its file (whose module-scoped fixtures are then built once).
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadfile":

@@ -6,6 +6,10 @@ import torch
 
 from platonic import Descriptor, ProbeGrid, Provenance
 
+# The folders whose tests `make test` runs as one unit each, on one worker (tests/conftest.py): every test of a
+# built world (a session fixture) lives in its world's folder (tests/test_suite_scheduling.py checks it).
+WORLD_FOLDERS = ("tests/world/", "tests/audio_zoo/", "tests/audio_world/")
+
 
 def make_grid(task="toy", n=6, m=3, seed=0, prompts=None):
     probes = torch.randint(0, 256, (n, 3, 8, 8), generator=torch.Generator().manual_seed(seed), dtype=torch.uint8)
