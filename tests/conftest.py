@@ -7,7 +7,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import pytest
 import torch
-from helpers import WORLD_FOLDERS
+from helpers import world_folder
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one thread each, not four on two
     torch.set_num_threads(1)
@@ -34,6 +34,6 @@ def pytest_xdist_make_scheduler(config, log):
 
     class WorldsTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return next((folder for folder in WORLD_FOLDERS if nodeid.startswith(folder)), nodeid.split("::", 1)[0])
+            return world_folder(nodeid) or nodeid.split("::", 1)[0]
 
     return WorldsTogether(config, log)

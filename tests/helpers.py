@@ -11,6 +11,11 @@ from platonic import Descriptor, ProbeGrid, Provenance
 WORLD_FOLDERS = ("tests/world/", "tests/audio_zoo/", "tests/audio_world/")
 
 
+def world_folder(path: str) -> str | None:
+    """The world folder a test path or node id (relative to the repository root) lies in, or None."""
+    return next((folder for folder in WORLD_FOLDERS if path.startswith(folder)), None)
+
+
 def make_grid(task="toy", n=6, m=3, seed=0, prompts=None):
     probes = torch.randint(0, 256, (n, 3, 8, 8), generator=torch.Generator().manual_seed(seed), dtype=torch.uint8)
     prompts = prompts or [f"a photo of a {task} class {j}." for j in range(m)]

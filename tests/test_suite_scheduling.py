@@ -5,16 +5,16 @@ would make a second worker build the world again."""
 import ast
 from pathlib import Path
 
-from helpers import WORLD_FOLDERS
+from helpers import WORLD_FOLDERS, world_folder
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 
 
-def session_fixtures(path: Path) -> set[str]:
-    """Names of the functions of `path` decorated @pytest.fixture(scope="session")."""
+def session_fixtures(tree: ast.Module) -> set[str]:
+    """Names of the functions of a parsed test file decorated @pytest.fixture(scope="session")."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             for dec in node.decorator_list:
                 if isinstance(dec, ast.Call) and any(k.arg == "scope" and getattr(k.value, "value", None) == "session"
@@ -24,17 +24,16 @@ def session_fixtures(path: Path) -> set[str]:
 
 
 def test_every_session_fixture_and_its_users_live_in_one_world_folder():
-    files = sorted(TESTS.rglob("*.py"))
+    trees = {path.relative_to(ROOT).as_posix(): ast.parse(path.read_text()) for path in sorted(TESTS.rglob("*.py"))}
     owner = {}
-    for path in files:
-        for name in session_fixtures(path):
-            folder = next((f for f in WORLD_FOLDERS if path.relative_to(ROOT).as_posix().startswith(f)), None)
-            assert folder, f"session fixture {name} in {path.relative_to(ROOT)} is outside {WORLD_FOLDERS}"
+    for rel, tree in trees.items():
+        for name in session_fixtures(tree):
+            folder = world_folder(rel)
+            assert folder, f"session fixture {name} in {rel} is outside {WORLD_FOLDERS}"
             owner[name] = folder
     assert {"tiny_world", "tiny_audio_world", "tiny_audio"} <= set(owner)
-    for path in files:
-        rel = path.relative_to(ROOT).as_posix()
-        for node in ast.walk(ast.parse(path.read_text())):
+    for rel, tree in trees.items():
+        for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef):
                 for arg in node.args.args:
                     if arg.arg in owner:
