@@ -111,3 +111,29 @@ def test_build_data_passes_the_variants_to_the_procedural_tasks(monkeypatch):
     drawn.clear()
     wd.build_data(SIZES, 0, progress=False)
     assert {variant for _, variant in drawn} == {"world"} and len(drawn) == 3 * len(procedural.PROCEDURAL)
+
+
+@pytest.mark.parametrize("max_fonts, train_fonts, expect", [(None, None, (9, 7, 5)), (4, None, (4, 4, 4)),
+                                                             (4, 6, (6, 4, 4)), (None, 2, (2, 7, 5))])
+def test_build_data_caps_the_training_typefaces_apart(monkeypatch, max_fonts, train_fonts, expect):
+    """train_fonts caps the glyph tasks' train split; val and test keep the sizes' max_fonts."""
+    def dummy(n_classes):
+        return wd.ImageSplit(torch.zeros(n_classes, 3, 32, 32, dtype=torch.uint8), torch.arange(n_classes))
+
+    fonts = {"train": [f"t{i}" for i in range(9)], "val": [f"v{i}" for i in range(7)], "test": [f"s{i}" for i in range(5)]}
+    seen = []
+    monkeypatch.setattr(wd, "make_procedural", lambda name, per_class, rng, variant: dummy(wd.TASKS[name].n_classes))
+    monkeypatch.setattr(wd, "usable_fonts", lambda: [])
+    monkeypatch.setattr(wd, "split_fonts", lambda _: fonts)
+    monkeypatch.setattr(wd, "load_fashion", lambda sizes, rng: {s: dummy(10) for s in ("train", "val", "test")})
+
+    def render_glyph_set(chars, used, n, rng):
+        seen.append(len(used))
+        return dummy(len(chars))
+
+    monkeypatch.setattr(wd, "render_glyph_set", render_glyph_set)
+    icons = dummy(wd.CONTROLS["objects"].n_classes)
+    monkeypatch.setattr(wd, "render_icon_set", lambda split, n, rng: (icons.images, icons.labels))
+    sizes = wd.DataSizes(1, 1, 1, 1, 1, 1, max_fonts=max_fonts)
+    wd.build_data(sizes, 0, progress=False, train_fonts=train_fonts)
+    assert seen == list(expect) * 4  # digits, upper, lower, symbols: train, val, test each

@@ -145,11 +145,12 @@ class DataSizes:
 
 
 def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_class: int = PROBES_PER_CLASS,
-               variants: dict[str, str] | None = None) -> dict[str, ImageTaskData]:
+               variants: dict[str, str] | None = None, train_fonts: int | None = None) -> dict[str, ImageTaskData]:
     """All tasks and controls, deterministic under `seed`. Returns name -> ImageTaskData (controls: test only).
 
     variants: procedural task -> the variant that draws it (`procedural.VARIANTS`, e.g. {"shapes": "small-lowc"});
-    the others are drawn as the tiny-tower world draws them."""
+    the others are drawn as the tiny-tower world draws them. train_fonts: the cap on training typefaces, in place
+    of `sizes.max_fonts` for the train split (val and test keep `sizes.max_fonts`)."""
     from ...progress import track
 
     variants = dict(variants or {})
@@ -157,8 +158,10 @@ def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_cl
     require_debian_data()
     out: dict[str, ImageTaskData] = {}
     fonts = split_fonts(usable_fonts())
-    if sizes.max_fonts is not None:
-        fonts = {k: v[: sizes.max_fonts] for k, v in fonts.items()}
+    caps = {k: sizes.max_fonts for k in fonts}
+    if train_fonts is not None:
+        caps["train"] = train_fonts
+    fonts = {k: v[: caps[k]] for k, v in fonts.items()}
     steps = ["fashion", "digits", "upper", "lower", "shapes", "colours", "counting", "textures", "symbols", "objects"]
     for name in track(steps, description="rendering world data", enabled=progress):
         sub = np.random.default_rng([seed, steps.index(name)])

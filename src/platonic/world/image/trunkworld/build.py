@@ -139,7 +139,7 @@ def write_inputs(path: Path, profile: str, seed: int, progress: bool = True) -> 
     timings = {}
     t0 = time.perf_counter()
     data = world_data.build_data(prof.sizes, seed, progress=progress, probes_per_class=prof.probes_per_class,
-                                 variants=TASK_VARIANTS)
+                                 variants=TASK_VARIANTS, train_fonts=prof.train_fonts)
     write_tensors(path / "data.safetensors", world_data.data_to_tensors(data), {"sizes": asdict(prof.sizes), "seed": seed,
                   "variants": TASK_VARIANTS}, key=META_KEY, make_parents=True)
     timings["data"] = time.perf_counter() - t0
