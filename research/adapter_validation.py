@@ -4,7 +4,7 @@ For seeded cross-model addition and negation cells (seed 7, not the reporting se
 AdaptConfig is fitted and evaluated on the validation split of the cell's task(s) and, for locality,
 on the validation splits of every other task; the closed form on the same cells is the reference.
 
-    python research/adapter_validation.py [--cells 6] [--candidates paper,lr1e-3,...]
+    python research/adapter_validation.py [--setup world|trunk-world] [--cells 6] [--candidates paper,lr1e-3,...]
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from itertools import combinations
 
 from platonic import AdaptConfig
 from platonic.experiments.protocols import fit_adapted
-from platonic.experiments.engine import FeatureStore, accuracy_end_to_end, single_thread
+from platonic.experiments.engine import FeatureStore, accuracy_end_to_end
 from platonic.experiments.protocols import Operators
-from platonic.experiments.setups import world_setup
+from platonic.experiments.setups import trunk_world_setup, world_setup
 
 CANDIDATES = {
     "paper": AdaptConfig(),
@@ -27,7 +27,11 @@ CANDIDATES = {
     "lr3e-3-holdout": AdaptConfig(lr=3e-3, holdout=0.2),
     "lr3e-3-anchor10": AdaptConfig(lr=3e-3, anchor_weight=10.0),  # beyond the paper: keep other tasks' probes
     "lr1e-3-anchor10": AdaptConfig(lr=1e-3, anchor_weight=10.0),
+    "lr1e-4": AdaptConfig(lr=1e-4),
+    "lr3e-4-holdout": AdaptConfig(holdout=0.2),
+    "lr3e-4-anchor10": AdaptConfig(anchor_weight=10.0),
 }
+SETUPS = {"world": world_setup, "trunk-world": trunk_world_setup}
 
 
 def evaluate_adapter(setup, store, target, terms, config):
@@ -38,11 +42,12 @@ def evaluate_adapter(setup, store, target, terms, config):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--setup", choices=tuple(SETUPS), default="world")
     parser.add_argument("--cells", type=int, default=6)
     parser.add_argument("--candidates", default=",".join(CANDIDATES))
     parser.add_argument("--skip", type=int, default=0, help="skip the first N cells (resume a run)")
     args = parser.parse_args()
-    setup = world_setup(progress=False)
+    setup = SETUPS[args.setup](progress=False)
     store = FeatureStore(setup)
     ops = Operators(setup, store)
     rng = random.Random(7)
@@ -82,5 +87,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    with single_thread():  # tiny towers; and two threads on two busy cores run a fit 7x slower (measured)
-        main()
+    main()  # fit_adapted runs the tiny towers on one thread (two on two busy cores ran a fit 7x slower, measured)
