@@ -1,9 +1,9 @@
 """Screen (issue 33, item 4): are the trunk world's glyph tasks limited by their 32 px rendering or by their
 40 training typefaces? A linear probe on EfficientNet-Lite0's frozen pooled features (1,280-d), per glyph task,
 for glyphs rendered at 32 px (the world's canonical side; the model resizes them bilinearly to 64) or natively at
-64 px (every length of the renderer doubled), with 40 or more training typefaces.
+64 px (`render_glyph(side=64)`: every length of the renderer doubled), with 40 or more training typefaces.
 
-    python research/glyph_size_screen.py [fonts ...]      # default: 40 120
+    [GLYPH_INPUT=96] python research/glyph_size_screen.py [fonts ...]      # default: 40 120; input 64 px
 
 Prints one row per (render side, train fonts): probe top-1 per task and the mean. Test: 40 test typefaces, one
 rendering each (the world's full profile). Nothing here is in the package.
@@ -11,45 +11,20 @@ rendering each (the world's full profile). Nothing here is in the package.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 import numpy as np
 import torch
 
-from platonic.experiments.checks.diagnose import linear_probe
-from platonic.world.image.glyphs import split_fonts, usable_fonts
+from platonic.experiments.checks import linear_probe
+from platonic.world.image.glyphs import render_glyph, split_fonts, usable_fonts
 from platonic.world.image.tasks import DIGITS, LOWER, SYMBOL_CHARS, UPPER
 from platonic.world.image.trunks import load_trunk
 
 TASKS = {"digits": DIGITS, "upper": UPPER, "lower": LOWER, "symbols": SYMBOL_CHARS}
-INPUT = int(__import__("os").environ.get("GLYPH_INPUT", 64))
-
-
-def render(font_path, char, rng, side):
-    """As glyphs.render_glyph, every length scaled by side / 32."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    k = side / 32
-    size = int(round(int(rng.integers(18, 27)) * k))
-    font = ImageFont.truetype(str(font_path), size)
-    img = Image.new("L", (side, side), 0)
-    draw = ImageDraw.Draw(img)
-    l, t, r, b = draw.textbbox((0, 0), char, font=font)
-    w, h = r - l, b - t
-    scale = min(1.0, 28.0 * k / max(w, h, 1))
-    if scale < 1.0:
-        font = ImageFont.truetype(str(font_path), max(int(8 * k), int(size * scale)))
-        l, t, r, b = draw.textbbox((0, 0), char, font=font)
-        w, h = r - l, b - t
-    x = (side - w) / 2 - l + rng.integers(-2, 3) * k
-    y = (side - h) / 2 - t + rng.integers(-2, 3) * k
-    draw.text((x, y), char, fill=255, font=font)
-    a = np.asarray(img, dtype=np.float32) / 255.0
-    ink = rng.uniform(0.7, 1.0, size=3) * 255
-    ground = rng.uniform(0.0, 0.25, size=3) * 255
-    rgb = ground[:, None, None] * (1 - a[None]) + ink[:, None, None] * a[None]
-    return rgb.clip(0, 255).astype(np.uint8)
+INPUT = int(os.environ.get("GLYPH_INPUT", 64))  # the trunk's input side
 
 
 def render_set(chars, fonts, side, seed):
@@ -57,7 +32,7 @@ def render_set(chars, fonts, side, seed):
     imgs, labels = [], []
     for font in fonts:
         for k, c in enumerate(chars):
-            imgs.append(render(font, c, rng, side))
+            imgs.append(render_glyph(font, c, rng, side))
             labels.append(k)
     return torch.from_numpy(np.stack(imgs)), torch.tensor(labels)
 

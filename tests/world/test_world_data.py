@@ -46,6 +46,25 @@ def test_glyph_and_procedural_images_are_canonical_uint8():
         assert s.images.shape == (2 * wd.TASKS[name].n_classes, 3, 32, 32) and s.images.dtype == torch.uint8
 
 
+def test_a_glyph_drawn_at_twice_the_side_is_the_same_drawing_scaled():
+    """render_glyph(side=64) draws what side 32 draws with every length doubled: the same random draws (tint), and
+    its ink box about twice as large."""
+    import numpy as np
+
+    font = sorted(glyphs.AENIGMA_DIR.glob("*.ttf"))[0]
+    small = glyphs.render_glyph(font, "W", np.random.default_rng(3))
+    large = glyphs.render_glyph(font, "W", np.random.default_rng(3), side=64)
+    assert large.shape == (3, 64, 64) and large.dtype == np.uint8
+    assert (small.reshape(3, -1).max(1) == large.reshape(3, -1).max(1)).all()  # the same ink colour
+
+    def extent(img):
+        rows, cols = np.nonzero(img.max(0) > img.min() + 40)
+        return np.ptp(rows) + 1, np.ptp(cols) + 1
+
+    (h32, w32), (h64, w64) = extent(small), extent(large)
+    assert 1.6 <= h64 / h32 <= 2.4 and 1.6 <= w64 / w32 <= 2.4
+
+
 @pytest.mark.parametrize("module,attr,package", [(wd, "FASHION_DIR", "dataset-fashion-mnist"),
                                                  (glyphs, "AENIGMA_DIR", "fonts-aenigma"),
                                                  (glyphs, "DEJAVU_DIR", "fonts-dejavu-core")])

@@ -56,23 +56,25 @@ def split_fonts(fonts: list[Path]) -> dict[str, list[Path]]:
     return out
 
 
-def render_glyph(font_path: Path, char: str, rng: np.random.Generator) -> np.ndarray:
-    """One glyph (3, S, S) uint8: light ink on a dark ground, random size, offset and tint."""
+def render_glyph(font_path: Path, char: str, rng: np.random.Generator, side: int = CANONICAL_SIZE) -> np.ndarray:
+    """One glyph (3, side, side) uint8: light ink on a dark ground, random size, offset and tint. Every length
+    (font size 18-26, the 28 px box a glyph must fit, offsets of +-2) is for a 32 px canvas and scales with side."""
     from PIL import Image, ImageDraw, ImageFont
 
-    size = int(rng.integers(18, 27))
+    k = side / CANONICAL_SIZE
+    size = int(round(int(rng.integers(18, 27)) * k))
     font = ImageFont.truetype(str(font_path), size)
-    img = Image.new("L", (CANONICAL_SIZE, CANONICAL_SIZE), 0)
+    img = Image.new("L", (side, side), 0)
     draw = ImageDraw.Draw(img)
     l, t, r, b = draw.textbbox((0, 0), char, font=font)
     w, h = r - l, b - t
-    scale = min(1.0, 28.0 / max(w, h, 1))
+    scale = min(1.0, 28.0 * k / max(w, h, 1))
     if scale < 1.0:
-        font = ImageFont.truetype(str(font_path), max(8, int(size * scale)))
+        font = ImageFont.truetype(str(font_path), max(int(8 * k), int(size * scale)))
         l, t, r, b = draw.textbbox((0, 0), char, font=font)
         w, h = r - l, b - t
-    x = (CANONICAL_SIZE - w) / 2 - l + rng.integers(-2, 3)
-    y = (CANONICAL_SIZE - h) / 2 - t + rng.integers(-2, 3)
+    x = (side - w) / 2 - l + rng.integers(-2, 3) * k
+    y = (side - h) / 2 - t + rng.integers(-2, 3) * k
     draw.text((x, y), char, fill=255, font=font)
     a = np.asarray(img, dtype=np.float32) / 255.0
     ink = rng.uniform(0.7, 1.0, size=3) * 255
