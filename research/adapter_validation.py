@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import random
+from contextlib import nullcontext
 from itertools import combinations
 
 from platonic import AdaptConfig
 from platonic.experiments.protocols import fit_adapted
-from platonic.experiments.engine import FeatureStore, accuracy_end_to_end
+from platonic.experiments.engine import FeatureStore, accuracy_end_to_end, single_thread
 from platonic.experiments.protocols import Operators
 from platonic.experiments.setups import trunk_world_setup, world_setup
 
@@ -47,6 +48,12 @@ def main() -> None:
     parser.add_argument("--candidates", default=",".join(CANDIDATES))
     parser.add_argument("--skip", type=int, default=0, help="skip the first N cells (resume a run)")
     args = parser.parse_args()
+    # the tiny towers on one thread: two threads on two busy cores ran a fit 7x slower (measured)
+    with single_thread() if args.setup == "world" else nullcontext():
+        run(args)
+
+
+def run(args) -> None:
     setup = SETUPS[args.setup](progress=False)
     store = FeatureStore(setup)
     ops = Operators(setup, store)
@@ -87,4 +94,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()  # fit_adapted runs the tiny towers on one thread (two on two busy cores ran a fit 7x slower, measured)
+    main()
