@@ -80,6 +80,22 @@ def test_an_unknown_variant_is_refused_naming_the_known():
 SIZES = wd.DataSizes(1, 1, 1, 1, 1, 1)
 
 
+def dummy(n_classes):
+    return wd.ImageSplit(torch.zeros(n_classes, 3, 32, 32, dtype=torch.uint8), torch.arange(n_classes))
+
+
+def stub_drawing(monkeypatch, make_procedural, render_glyph_set, fonts):
+    """build_data with every drawing replaced: the procedural tasks and glyph sets by the given stubs, fonts split as
+    `fonts`, Fashion-MNIST and the icons by blank images."""
+    monkeypatch.setattr(wd, "make_procedural", make_procedural)
+    monkeypatch.setattr(wd, "usable_fonts", lambda: [])
+    monkeypatch.setattr(wd, "split_fonts", lambda _: fonts)
+    monkeypatch.setattr(wd, "load_fashion", lambda sizes, rng: {s: dummy(10) for s in ("train", "val", "test")})
+    monkeypatch.setattr(wd, "render_glyph_set", render_glyph_set)
+    icons = dummy(wd.CONTROLS["objects"].n_classes)
+    monkeypatch.setattr(wd, "render_icon_set", lambda split, n, rng: (icons.images, icons.labels))
+
+
 @pytest.mark.parametrize("variants,known", [({"digits": "world"}, "shapes, colours, counting, textures"),
                                             ({"shapes": "lowc-noise-rot"}, "world, small-lowc")])
 def test_build_data_refuses_unknown_variants_before_drawing(monkeypatch, variants, known):
@@ -89,22 +105,14 @@ def test_build_data_refuses_unknown_variants_before_drawing(monkeypatch, variant
 
 
 def test_build_data_passes_the_variants_to_the_procedural_tasks(monkeypatch):
-    def dummy(n_classes):
-        return wd.ImageSplit(torch.zeros(n_classes, 3, 32, 32, dtype=torch.uint8), torch.arange(n_classes))
-
     drawn = []
 
     def make_procedural(name, per_class, rng, variant):
         drawn.append((name, variant))
         return dummy(wd.TASKS[name].n_classes)
 
-    monkeypatch.setattr(wd, "make_procedural", make_procedural)
-    monkeypatch.setattr(wd, "usable_fonts", lambda: [])
-    monkeypatch.setattr(wd, "split_fonts", lambda fonts: {"train": [], "val": [], "test": []})
-    monkeypatch.setattr(wd, "load_fashion", lambda sizes, rng: {s: dummy(10) for s in ("train", "val", "test")})
-    monkeypatch.setattr(wd, "render_glyph_set", lambda chars, fonts, n, rng: dummy(len(chars)))
-    icons = dummy(wd.CONTROLS["objects"].n_classes)
-    monkeypatch.setattr(wd, "render_icon_set", lambda split, n, rng: (icons.images, icons.labels))
+    stub_drawing(monkeypatch, make_procedural, lambda chars, fonts, n, rng: dummy(len(chars)),
+                 {"train": [], "val": [], "test": []})
     wd.build_data(SIZES, 0, progress=False, variants={"shapes": "small-lowc"})
     expect = {name: HARDER["shapes"] if name == "shapes" else "world" for name in procedural.PROCEDURAL}
     assert sorted(drawn) == sorted((name, variant) for name, variant in expect.items() for _ in range(3))
@@ -117,23 +125,15 @@ def test_build_data_passes_the_variants_to_the_procedural_tasks(monkeypatch):
                                                              (4, 6, (6, 4, 4)), (None, 2, (2, 7, 5))])
 def test_build_data_caps_the_training_typefaces_apart(monkeypatch, max_fonts, train_fonts, expect):
     """train_fonts caps the glyph tasks' train split; val and test keep the sizes' max_fonts."""
-    def dummy(n_classes):
-        return wd.ImageSplit(torch.zeros(n_classes, 3, 32, 32, dtype=torch.uint8), torch.arange(n_classes))
-
     fonts = {"train": [f"t{i}" for i in range(9)], "val": [f"v{i}" for i in range(7)], "test": [f"s{i}" for i in range(5)]}
     seen = []
-    monkeypatch.setattr(wd, "make_procedural", lambda name, per_class, rng, variant: dummy(wd.TASKS[name].n_classes))
-    monkeypatch.setattr(wd, "usable_fonts", lambda: [])
-    monkeypatch.setattr(wd, "split_fonts", lambda _: fonts)
-    monkeypatch.setattr(wd, "load_fashion", lambda sizes, rng: {s: dummy(10) for s in ("train", "val", "test")})
 
     def render_glyph_set(chars, used, n, rng):
         seen.append(len(used))
         return dummy(len(chars))
 
-    monkeypatch.setattr(wd, "render_glyph_set", render_glyph_set)
-    icons = dummy(wd.CONTROLS["objects"].n_classes)
-    monkeypatch.setattr(wd, "render_icon_set", lambda split, n, rng: (icons.images, icons.labels))
+    stub_drawing(monkeypatch, lambda name, per_class, rng, variant: dummy(wd.TASKS[name].n_classes), render_glyph_set,
+                 fonts)
     sizes = wd.DataSizes(1, 1, 1, 1, 1, 1, max_fonts=max_fonts)
     wd.build_data(sizes, 0, progress=False, train_fonts=train_fonts)
     assert seen == list(expect) * 4  # digits, upper, lower, symbols: train, val, test each
