@@ -49,11 +49,11 @@ debian: $(DEB_STAMP)
 test: setup
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
-# The protocols on the image world on pretrained trunks, then negation on the audio world (each world built on
-# first use; `platonic demo --setup world` runs them on the tiny from-scratch towers instead).
+# The protocols on the image world on pretrained trunks and, beside them, negation on the audio world (each world
+# built on first use; scripts/demo.sh says why beside; `platonic demo --setup world` runs the protocols on the tiny
+# from-scratch towers instead).
 demo: setup
-	$(VENV)/bin/platonic demo
-	$(VENV)/bin/platonic experiment negation --setup audio-world -o runs/demo-audio
+	bash scripts/demo.sh $(VENV)/bin
 
 bench: setup
 	$(PY) benchmarks/bench_solve.py

