@@ -42,7 +42,6 @@ def _audio_world():
 def _trunk_world():
     from ..experiments.checks import trunk_world_report
     from ..world.image.trunkworld.build import build_trunk_world
-    from ..world.image.build import KINDS
     from ..world.image.trunkworld.recipe import check_profile, trunk_world_dir
 
     return {"label": "trunk world", "check": check_profile, "dir": trunk_world_dir,
