@@ -1,0 +1,63 @@
+"""scripts/demo.sh, `make demo`'s job, on a stand-in `platonic` that records its calls: the audio side starts first
+and runs beside the image world's build on one thread, the image demo waits for it, and a failure on either side
+stops the other and becomes the script's exit status with the audio side's log shown."""
+
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "demo.sh"
+
+# Stand-in: appends "<start|end> <args> threads=<OMP_NUM_THREADS>" to $CALLS; the audio negation sleeps a moment so
+# that the image build provably runs beside it; $FAIL names the subcommand that exits 3.
+STUB = textwrap.dedent("""\
+    #!/usr/bin/env bash
+    echo "start $* threads=${OMP_NUM_THREADS:-default}" >> "$CALLS"
+    case "$1 $2" in
+      "experiment negation") sleep 1; mkdir -p runs/demo-audio; echo "audio table" > runs/demo-audio/tables.md ;;
+    esac
+    if [ -n "${FAIL:-}" ] && [ "$1" = "$FAIL" ]; then echo "stand-in failure of $1" >&2; exit 3; fi
+    echo "end $1" >> "$CALLS"
+    """)
+
+
+def _run(tmp_path: Path, fail: str = "") -> tuple[subprocess.CompletedProcess, list[str]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "platonic").write_text(STUB)
+    (bin_dir / "platonic").chmod(0o755)
+    calls = tmp_path / "calls.txt"
+    env = {**os.environ, "CALLS": str(calls), "FAIL": fail}
+    env.pop("OMP_NUM_THREADS", None)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(["bash", str(SCRIPT), str(bin_dir)], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=60)
+    return done, calls.read_text().splitlines()
+
+
+@pytest.mark.skipif(not Path("/usr/bin/setsid").exists() and not Path("/bin/setsid").exists(), reason="no setsid")
+def test_the_audio_side_runs_beside_the_build_and_the_demo_waits_for_it(tmp_path):
+    done, calls = _run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert calls[0] == "start experiment negation --setup audio-world -o runs/demo-audio threads=1"
+    build = calls.index("start world trunk-build --no-report threads=default")
+    assert build < calls.index("end experiment")  # the build started while the audio side ran
+    demo = calls.index("start demo threads=default")
+    assert demo > calls.index("end experiment") and demo > calls.index("end world")
+    assert "audio table" in done.stdout and (tmp_path / "work" / "runs" / "demo-audio.log").exists()
+
+
+@pytest.mark.parametrize("fail, shown", [("experiment", "stand-in failure of experiment"), ("world", ""), ("demo", "")])
+def test_a_failure_on_either_side_is_the_scripts_exit_status(tmp_path, fail, shown):
+    done, calls = _run(tmp_path, fail)
+    assert done.returncode == 3
+    if fail != "demo":
+        assert not any(c.startswith("start demo") for c in calls)  # nothing runs after a failed side
+    if fail == "world":
+        assert "end experiment" not in calls  # the audio side (sleeping 1 s) was stopped, not waited for
+    assert shown in done.stderr
