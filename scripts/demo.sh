@@ -15,11 +15,16 @@ bin=${1:?"usage: scripts/demo.sh VENV_BIN (the bin directory of the virtual envi
 mkdir -p runs
 log=runs/demo-audio.log
 
-# its own session, so that the whole audio command (its build's worker processes too) can be stopped at once
-OMP_NUM_THREADS=1 setsid "$bin/platonic" experiment negation --setup audio-world -o runs/demo-audio \
+# its own session where setsid exists, so that the whole audio command (its build's worker processes too) can be
+# stopped at once; else the command alone (its workers end when it does)
+session=$(command -v setsid || true)
+OMP_NUM_THREADS=1 $session "$bin/platonic" experiment negation --setup audio-world -o runs/demo-audio \
   >"$log" 2>&1 </dev/null &
 audio=$!
-stop_audio() { kill -TERM -- "-$audio" 2>/dev/null; wait "$audio" 2>/dev/null; }
+stop_audio() {
+  if [ -n "$session" ]; then kill -TERM -- "-$audio" 2>/dev/null; else kill -TERM "$audio" 2>/dev/null; fi
+  wait "$audio" 2>/dev/null
+}
 trap 'stop_audio; exit 130' INT TERM
 echo "the audio world's negation runs beside the image world's build (its output: $log)"
 

@@ -3,6 +3,7 @@ and runs beside the image world's build on one thread, the image demo waits for 
 stops the other and becomes the script's exit status with the audio side's log shown."""
 
 import os
+import shutil
 import subprocess
 import textwrap
 from pathlib import Path
@@ -12,20 +13,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "demo.sh"
 
-# Stand-in: appends "<start|end> <args> threads=<OMP_NUM_THREADS>" to $CALLS; the audio negation sleeps a moment so
-# that the image build provably runs beside it; $FAIL names the subcommand that exits 3.
+# Stand-in: appends "<start|end> <args> threads=<OMP_NUM_THREADS>" to $CALLS; the audio negation ends only after the
+# image build has ended (20 s at most), so it provably runs beside it, and a failed build leaves it running until
+# the script stops it; $FAIL names the subcommand that exits 3.
 STUB = textwrap.dedent("""\
     #!/usr/bin/env bash
     echo "start $* threads=${OMP_NUM_THREADS:-default}" >> "$CALLS"
     case "$1 $2" in
-      "experiment negation") sleep 1; mkdir -p runs/demo-audio; echo "audio table" > runs/demo-audio/tables.md ;;
+      "experiment negation")
+        for _ in {1..200}; do [[ $(<"$CALLS") == *"end world"* ]] && break; sleep 0.1; done
+        mkdir -p runs/demo-audio; echo "audio table" > runs/demo-audio/tables.md ;;
     esac
     if [ -n "${FAIL:-}" ] && [ "$1" = "$FAIL" ]; then echo "stand-in failure of $1" >&2; exit 3; fi
     echo "end $1" >> "$CALLS"
     """)
 
 
-def _run(tmp_path: Path, fail: str = "") -> tuple[subprocess.CompletedProcess, list[str]]:
+def _run(tmp_path: Path, fail: str = "", setsid: bool = True) -> tuple[subprocess.CompletedProcess, list[str]]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "platonic").write_text(STUB)
@@ -33,6 +37,12 @@ def _run(tmp_path: Path, fail: str = "") -> tuple[subprocess.CompletedProcess, l
     calls = tmp_path / "calls.txt"
     env = {**os.environ, "CALLS": str(calls), "FAIL": fail}
     env.pop("OMP_NUM_THREADS", None)
+    if not setsid:  # a PATH of only the tools the script and the stand-in use (as on a machine without setsid)
+        tools = tmp_path / "tools"
+        tools.mkdir()
+        for tool in ("bash", "mkdir", "cat", "tail", "sleep"):
+            (tools / tool).symlink_to(shutil.which(tool))
+        env["PATH"] = str(tools)
     work = tmp_path / "work"
     work.mkdir()
     done = subprocess.run(["bash", str(SCRIPT), str(bin_dir)], cwd=work, env=env, capture_output=True, text=True,
@@ -40,9 +50,11 @@ def _run(tmp_path: Path, fail: str = "") -> tuple[subprocess.CompletedProcess, l
     return done, calls.read_text().splitlines()
 
 
-@pytest.mark.skipif(not Path("/usr/bin/setsid").exists() and not Path("/bin/setsid").exists(), reason="no setsid")
-def test_the_audio_side_runs_beside_the_build_and_the_demo_waits_for_it(tmp_path):
-    done, calls = _run(tmp_path)
+@pytest.mark.parametrize("setsid", [True, False])
+def test_the_audio_side_runs_beside_the_build_and_the_demo_waits_for_it(tmp_path, setsid):
+    if setsid and shutil.which("setsid") is None:
+        pytest.skip("no setsid on this machine")
+    done, calls = _run(tmp_path, setsid=setsid)
     assert done.returncode == 0, done.stderr
     assert calls[0] == "start experiment negation --setup audio-world -o runs/demo-audio threads=1"
     build = calls.index("start world trunk-build --no-report threads=default")
@@ -52,12 +64,13 @@ def test_the_audio_side_runs_beside_the_build_and_the_demo_waits_for_it(tmp_path
     assert "audio table" in done.stdout and (tmp_path / "work" / "runs" / "demo-audio.log").exists()
 
 
+@pytest.mark.parametrize("setsid", [True, False])
 @pytest.mark.parametrize("fail, shown", [("experiment", "stand-in failure of experiment"), ("world", ""), ("demo", "")])
-def test_a_failure_on_either_side_is_the_scripts_exit_status(tmp_path, fail, shown):
-    done, calls = _run(tmp_path, fail)
+def test_a_failure_on_either_side_is_the_scripts_exit_status(tmp_path, fail, shown, setsid):
+    done, calls = _run(tmp_path, fail, setsid)
     assert done.returncode == 3
     if fail != "demo":
         assert not any(c.startswith("start demo") for c in calls)  # nothing runs after a failed side
     if fail == "world":
-        assert "end experiment" not in calls  # the audio side (sleeping 1 s) was stopped, not waited for
+        assert "end experiment" not in calls  # the audio side (waiting for the build's end) was stopped
     assert shown in done.stderr
