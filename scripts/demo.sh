@@ -22,7 +22,8 @@ OMP_NUM_THREADS=1 $session "$bin/platonic" experiment negation --setup audio-wor
   >"$log" 2>&1 </dev/null &
 audio=$!
 stop_audio() {
-  if [ -n "$session" ]; then kill -TERM -- "-$audio" 2>/dev/null; else kill -TERM "$audio" 2>/dev/null; fi
+  # the session's group; the process alone where there is none (yet)
+  if [ -z "$session" ] || ! kill -TERM -- "-$audio" 2>/dev/null; then kill -TERM "$audio" 2>/dev/null; fi
   wait "$audio" 2>/dev/null
 }
 trap 'stop_audio; exit 130' INT TERM
