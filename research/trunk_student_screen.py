@@ -24,7 +24,8 @@ recovery, locality; then transfer at alpha 0.5 between the students and the buil
 Usage: python research/trunk_student_screen.py ARCH [ARCH ...]  (vit, vit-wide, resnet). Env: STUDENT_DISTILL (5),
 STUDENT_STEPS (3000), STUDENT_NAME_RATE (0.03), STUDENT_LR (2e-3), SOURCE_LR (1e-3), WHOLE_LR (1e-3),
 STUDENT_KINDS (last,whole), STUDENT_TEACHER (lite0-linear), SCREEN_THREADS (2), STUDENT_TAG (''),
-STUDENT_TARGET (embedding; pooled: distil the teacher trunk's pooled features, centred, instead of its embedding).
+STUDENT_TARGET (embedding; pooled: distil the teacher trunk's pooled features, centred, instead of its embedding),
+STUDENT_SEED (0: added to the student's weight and batch-order seeds).
 OUT: $PLATONIC_RESEARCH_OUT (/tmp/platonic-research)/trunk-students.
 """
 import copy
@@ -61,6 +62,7 @@ WHOLE_LR = float(os.environ.get("WHOLE_LR", "1e-3"))
 KINDS = os.environ.get("STUDENT_KINDS", "last,whole").split(",")
 TEACHER = os.environ.get("STUDENT_TEACHER", "lite0-linear")
 TAG = os.environ.get("STUDENT_TAG", "")
+SEED = int(os.environ.get("STUDENT_SEED", "0"))  # added to the student's weight seed (500) and batch-order seed (600)
 TARGET = os.environ.get("STUDENT_TARGET", "embedding")  # or "pooled": the trunk's 1280-d pooled features, centred
 N_TEST = 500
 ARCHS = {
@@ -116,7 +118,7 @@ class Upper(torch.nn.Module):
 
 
 def spec_of(arch: str) -> OpenClipWorldSpec:
-    return OpenClipWorldSpec(f"scratch-{arch}", mean=WORLD_MEAN, std=WORLD_STD, seed=500, **ARCHS[arch])
+    return OpenClipWorldSpec(f"scratch-{arch}", mean=WORLD_MEAN, std=WORLD_STD, seed=500 + SEED, **ARCHS[arch])
 
 
 def embed(visual, images, spec, batch=512):
@@ -321,7 +323,7 @@ if __name__ == "__main__":
         if saved.exists():
             model.load_state_dict(torch.load(saved))
         else:
-            model = pretrain(model, spec, DATA, vocab, text, teacher_z, seed=600)
+            model = pretrain(model, spec, DATA, vocab, text, teacher_z, seed=600 + SEED)
             torch.save(model.state_dict(), saved)
         model.eval()
         with torch.no_grad():  # the cut is exact: Upper(below(x)) == visual(x)

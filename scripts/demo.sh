@@ -6,8 +6,8 @@
 # build: a build keeps both cores busy only while it trains, and its data rendering, caption features and the
 # negation's single-threaded fast path leave one idle, which the other fills. The image protocols start once the
 # audio side is done, on both cores as `platonic demo` always runs (two threads beside other work would wait on
-# each other). Every build job seeds itself on one thread, so the tables are those of the two commands run one
-# after the other (docs/lab/2026-12-05-demo-side-by-side.md).
+# each other). Every build job seeds itself and runs on one thread wherever it runs, so the worlds are the same; the
+# audio negation on one thread printed the same tables as on two (docs/lab/2026-12-05-demo-side-by-side.md).
 #
 # Usage: scripts/demo.sh VENV_BIN
 set -u
@@ -16,7 +16,7 @@ mkdir -p runs
 log=runs/demo-audio.log
 
 # its own session where setsid exists, so that the whole audio command (its build's worker processes too) can be
-# stopped at once; else the command alone (its workers end when it does)
+# stopped at once; else the command alone is stopped
 session=$(command -v setsid || true)
 OMP_NUM_THREADS=1 $session "$bin/platonic" experiment negation --setup audio-world -o runs/demo-audio \
   >"$log" 2>&1 </dev/null &
