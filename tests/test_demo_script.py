@@ -30,6 +30,8 @@ STUB = textwrap.dedent("""\
 
 
 def _run(tmp_path: Path, fail: str = "", setsid: bool = True) -> tuple[subprocess.CompletedProcess, list[str]]:
+    if setsid and shutil.which("setsid") is None:
+        pytest.skip("no setsid on this machine")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "platonic").write_text(STUB)
@@ -52,8 +54,6 @@ def _run(tmp_path: Path, fail: str = "", setsid: bool = True) -> tuple[subproces
 
 @pytest.mark.parametrize("setsid", [True, False])
 def test_the_audio_side_runs_beside_the_build_and_the_demo_waits_for_it(tmp_path, setsid):
-    if setsid and shutil.which("setsid") is None:
-        pytest.skip("no setsid on this machine")
     done, calls = _run(tmp_path, setsid=setsid)
     assert done.returncode == 0, done.stderr
     # launched first, but the two sides run at once, so either may write its first line first
