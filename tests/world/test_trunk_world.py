@@ -203,3 +203,52 @@ def test_the_trunk_worlds_report_checks_issue_33s_bars():
         "no_task_above_95_zero_shot_or_finetuned", "full: finetune_gain_12_every_model",
         "full: oracle_recovery_60_every_model", "lora: oracle_recovery_50_every_model",
         "full: oracle_local_every_model (others' mean change <= own gain / 3)"}
+
+
+def test_a_model_frozen_below_the_cut_gives_its_embeddings_and_fine_tunes_only_above_it(tiny_trunk_world):
+    from platonic.experiments.setups.labelled import trunk_ta_setup
+    from platonic.finetuning.training import FinetuneConfig, finetune
+    from platonic.world.backend import load_world_model
+    from platonic.world.image.trunkworld.frozen import FROZEN_ACTIVATIONS
+
+    FROZEN_ACTIVATIONS.clear()
+    setup = trunk_ta_setup(tiny_trunk_world, models=["lite0-linear"])
+    model, base = setup.models["lite0-linear"], load_world_model("trunk/lite0-linear", root=tiny_trunk_world)
+    assert model.fingerprint != base.fingerprint  # its fine-tunes are not the open_clip model's
+    test, train = setup.tasks["shapes"].test, setup.tasks["shapes"].train
+    assert torch.allclose(model.encode_probes(test.inputs[:40]).z, base.encode_probes(test.inputs[:40]).z, atol=1e-5)
+    remembered = model.frozen_activations(train.inputs[:6])  # the build's cached train activations, kept
+    FROZEN_ACTIVATIONS.clear()
+    assert torch.allclose(model.frozen_activations(train.inputs[:6]), remembered, rtol=1e-4, atol=1e-4)  # batch 256 vs 6
+    before = {k: v.clone() for k, v in model.module.state_dict().items()}
+    for mode in ("full", "linear"):
+        tuned, _ = finetune(model, train.inputs, train.labels, train.prompts,
+                            FinetuneConfig(mode=mode, steps=3, batch_size=8, lr=1e-2), progress=False)
+        changed = ({k for k, v in tuned.module.state_dict().items() if not torch.equal(before[k], v)} if mode == "full"
+                   else {k for k, v in tuned.delta.items() if bool(v.any())})
+        assert changed and all(k.startswith(_above_the_cut(before)) for k in changed), mode
+        assert not any("running_" in k for k in changed)  # batch-norm statistics stay frozen, as in the sources
+    assert all(torch.equal(before[k], v) for k, v in model.module.state_dict().items())
+
+
+def test_task_arithmetic_runs_on_the_trunk_world(tiny_trunk_world, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from platonic.cli import app
+
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))  # the fine-tunes' cache
+    out = tmp_path / "ta"
+    result = CliRunner().invoke(app, ["experiment", "task_arithmetic", "--setup", "trunk-world", "--world",
+                                      str(tiny_trunk_world), "--models", "lite0-linear", "--tasks", "shapes,digits",
+                                      "--flavours", "full,linear", "--steps", "2", "--lambdas", "1", "--merges", "sum",
+                                      "--val-size", "20", "--no-plots", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    cells = json.loads((out / "results.json").read_text())["cells"]
+    methods = {(c["experiment"], c["method"], c["orthoreg"]) for c in cells}
+    for flavour in ("full", "linear"):
+        for orthoreg in (False, True):
+            assert ("task_arithmetic/addition", flavour, orthoreg) in methods
+            assert ("task_arithmetic/negation", flavour, orthoreg) in methods
+    bad = CliRunner().invoke(app, ["experiment", "task_arithmetic", "--setup", "trunk-world", "--world",
+                                   str(tiny_trunk_world), "--models", "lite0-linear", "--flavours", "attention"])
+    assert bad.exit_code != 0 and "full or linear" in bad.output

@@ -106,6 +106,34 @@ def world_ta_setup(path: Path | None = None, models=None) -> TaskArithmeticSetup
     return TaskArithmeticSetup(f"world ({path.name})", world.models, tasks, controls)
 
 
+def trunk_ta_setup(path: Path | None = None, models=None) -> TaskArithmeticSetup:
+    """The built trunk world at `path` (default: the cached one, built if needed), its models frozen below the cut
+    (`trunkworld.frozen_trunk_model`: fine-tunes train the part above it, as the world's sources do), the build's
+    train activations kept so that no train image runs through the trunk again."""
+    from ...world.common.weights import load_weights
+    from ...world.image.trunkworld.build import ensure_trunk_world, require_built
+    from ...world.image.trunkworld.frozen import frozen_trunk_model
+    from ...world.image.trunkworld.recipe import MODEL_NAMES
+    from .trunk_world import trunk_world_parts
+
+    path = ensure_trunk_world() if path is None else require_built(Path(path))
+    names = list(models) if models else list(MODEL_NAMES)
+    unknown = [n for n in names if n not in MODEL_NAMES]
+    if unknown:
+        raise InvalidInputError(f"unknown trunk world model(s) {', '.join(unknown)}; choose from {', '.join(MODEL_NAMES)}")
+    world = trunk_world_parts(path, models=names)
+    frozen = {}
+    for name, model in world.models.items():
+        acts, _ = load_weights(path / "activations" / f"{name}.safetensors")
+        keep = [s for s in acts if s in world.data and len(acts[s]) == len(world.data[s].train.labels)]
+        images = torch.cat([world.data[s].train.images for s in keep]) if keep else None
+        frozen[name] = frozen_trunk_model(model, (images, torch.cat([acts[s] for s in keep])) if keep else None)
+    tasks = {name: LabelledTask(name, spec.prompts, world.split(name, "train"), spec.val, spec.test)
+             for name, spec in world.tasks.items()}
+    controls = {name: Control(name, world.split(name, "val"), test) for name, test in world.controls.items()}
+    return TaskArithmeticSetup(f"trunk world ({path.name}), frozen below the cut", frozen, tasks, controls)
+
+
 def config_ta_setup(config, device="cpu") -> TaskArithmeticSetup:
     """A YAML setup (`experiments.setups.ExperimentConfig`): its models, tasks (train and val needed), controls."""
     from ...models import load_model
@@ -134,12 +162,14 @@ def labelled_setup(setup: str, models=(), tasks=(), controls=(), world: Path | N
     own = any((models, tasks, controls))
     if setup == "world" and not own:
         loaded = world_ta_setup(world, models=model_names)
+    elif setup == "trunk-world" and not own:
+        loaded = trunk_ta_setup(world, models=model_names)
     else:
         if world is not None:
             raise InvalidInputError("--world names the embedded world's directory; it does not apply to a YAML or "
                                     "--model setup")
-        if setup != "world" and not Path(setup).is_file():
-            raise InvalidInputError(f"task_arithmetic runs on --setup world or a YAML file; got {setup!r}")
+        if setup not in ("world", "trunk-world") and not Path(setup).is_file():
+            raise InvalidInputError(f"task_arithmetic runs on --setup world, trunk-world or a YAML file; got {setup!r}")
         from .schema import config_from_options, read_config
 
         config = read_config(Path(setup), task_arithmetic=True) if setup != "world" else None
