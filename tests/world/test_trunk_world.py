@@ -109,8 +109,11 @@ def test_a_source_changes_only_the_tower_above_the_cut_and_lora_is_built_on_firs
         load_world_model("trunk/lite0-linear/objects", root=tiny_trunk_world)
 
 
-def test_the_engine_reads_the_trunk_world(tiny_trunk_world):
+def test_the_engine_reads_the_trunk_world(tiny_trunk_world, tmp_path, monkeypatch):
     from platonic.experiments.setups import trunk_world_setup
+    from platonic.world.image.trunkworld.frozen import FrozenTrunkEncoder
+
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))  # the fine-tunes' cache
 
     setup = trunk_world_setup(path=tiny_trunk_world, models=["lite0-linear", "lite1-attn"], tasks=["shapes", "digits"],
                               progress=False)
@@ -118,6 +121,11 @@ def test_the_engine_reads_the_trunk_world(tiny_trunk_world):
     grid = setup.descriptors[("lite1-attn", "shapes")]
     assert grid.matrix.shape == (len(setup.tasks["shapes"].probes), 8) and torch.isfinite(grid.matrix).all()
     assert set(TASK_NAMES) >= set(setup.tasks)
+    sources = setup.baselines["finetunes"]  # weight-space task vectors, OrthoReg sources: above the cut
+    assert isinstance(sources.models["lite0-linear"], FrozenTrunkEncoder)
+    tau = sources.task_vector("lite0-linear", "shapes")
+    state = setup.models["lite0-linear"].model.state_dict()
+    assert tau.deltas and all(k.startswith(_above_the_cut(state)) for k in tau.deltas)
 
 
 def test_the_gradient_ascent_baseline_trains_above_the_cut_and_raises_the_tasks_loss(tiny_trunk_world):

@@ -110,11 +110,9 @@ def trunk_ta_setup(path: Path | None = None, models=None) -> TaskArithmeticSetup
     """The built trunk world at `path` (default: the cached one, built if needed), its models frozen below the cut
     (`trunkworld.frozen_trunk_model`: fine-tunes train the part above it, as the world's sources do), the build's
     train activations kept so that no train image runs through the trunk again."""
-    from ...world.common.weights import load_weights
     from ...world.image.trunkworld.build import ensure_trunk_world, require_built
-    from ...world.image.trunkworld.frozen import frozen_trunk_model
     from ...world.image.trunkworld.recipe import MODEL_NAMES
-    from .trunk_world import trunk_world_parts
+    from .trunk_world import FrozenModels, trunk_world_parts
 
     path = ensure_trunk_world() if path is None else require_built(Path(path))
     names = list(models) if models else list(MODEL_NAMES)
@@ -122,12 +120,7 @@ def trunk_ta_setup(path: Path | None = None, models=None) -> TaskArithmeticSetup
     if unknown:
         raise InvalidInputError(f"unknown trunk world model(s) {', '.join(unknown)}; choose from {', '.join(MODEL_NAMES)}")
     world = trunk_world_parts(path, models=names)
-    frozen = {}
-    for name, model in world.models.items():
-        acts, _ = load_weights(path / "activations" / f"{name}.safetensors")
-        keep = [s for s in acts if s in world.data and len(acts[s]) == len(world.data[s].train.labels)]
-        images = torch.cat([world.data[s].train.images for s in keep]) if keep else None
-        frozen[name] = frozen_trunk_model(model, (images, torch.cat([acts[s] for s in keep])) if keep else None)
+    frozen = dict(FrozenModels(world))
     tasks = {name: LabelledTask(name, spec.prompts, world.split(name, "train"), spec.val, spec.test)
              for name, spec in world.tasks.items()}
     controls = {name: Control(name, world.split(name, "val"), test) for name, test in world.controls.items()}

@@ -4,13 +4,18 @@ the image world's eight tasks (harder shapes and textures) and two controls, its
 It is read as the image world is (`setups.world.world_parts`), with models and sources loaded as
 `world:trunk/NAME[/TASK[/lora]]` (platonic's open_clip encoders of the built directories). Its gradient-ascent
 negation baseline trains what its full sources train, the tower above the cut, on the build's cached activations
-(`GRADIENT_ASCENT`'s budget; seconds a model and task, where the whole tower took about 50 s).
+(`GRADIENT_ASCENT`'s budget; seconds a model and task, where the whole tower took about 50 s). Its cached
+fine-tunes (`baselines["finetunes"]`: the weight-space task vectors, OrthoReg sources) train the same part, on its
+models frozen below the cut (`FrozenModels`); their task vectors apply to the open_clip models as they are.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from ..engine.setup import ExperimentSetup
 from .world import DEFAULT_SOURCE_KIND, WorldParts, check_names, image_world_sets, parts_setup, world_data
@@ -38,6 +43,33 @@ class TrunkWorldParts(WorldParts):
                                     self.tasks[task].prompts, config)
 
 
+class FrozenModels(Mapping):
+    """name -> the trunk world model frozen below the cut (`trunkworld.frozen_trunk_model`), made on first use, with
+    the build's train activations kept (no train image runs through the trunk again)."""
+
+    def __init__(self, world: TrunkWorldParts):
+        self.world, self._made = world, {}
+
+    def __getitem__(self, name: str):
+        if name not in self._made:
+            from ...world.common.weights import load_weights
+            from ...world.image.trunkworld.frozen import frozen_trunk_model
+
+            model = self.world.models[name]  # KeyError for an unknown name, as a dict
+            acts, _ = load_weights(self.world.path / "activations" / f"{name}.safetensors")
+            data = self.world.data
+            keep = [s for s in acts if s in data and len(acts[s]) == len(data[s].train.labels)]
+            remember = (torch.cat([data[s].train.images for s in keep]), torch.cat([acts[s] for s in keep])) if keep else None
+            self._made[name] = frozen_trunk_model(model, remember)
+        return self._made[name]
+
+    def __iter__(self):
+        return iter(self.world.models)
+
+    def __len__(self) -> int:
+        return len(self.world.models)
+
+
 def trunk_world_parts(path: Path, models=None) -> TrunkWorldParts:
     """Load the built trunk world at `path` (models: the names to load, default all)."""
     from ...world.backend import load_world_model
@@ -63,4 +95,5 @@ def trunk_world_setup(profile: str | None = None, seed: int = 0, source_kind: st
         path = ensure_sources(path, (source_kind,), progress=progress)
     world = trunk_world_parts(path, models=list(models) if models else None)
     return parts_setup(world, "trunk world", wd.TASK_NAMES, wd.RELATED_GROUP, wd.HELD_OUT_RELATED, tasks, source_kind,
-                       recipe, progress, ascend=world.ascend, ascent_label=", gradient ascent: last stage + head")
+                       recipe, progress, ascend=world.ascend, ascent_label=", gradient ascent: last stage + head",
+                       finetune_models=FrozenModels(world))

@@ -133,7 +133,7 @@ def check_names(kind: str, models, tasks, model_names, task_names) -> None:
 
 def parts_setup(world, label: str, task_names, related_group, held_out_related, tasks=None,
                 source_kind: str = DEFAULT_SOURCE_KIND, recipe=None, progress: bool = True, ascend=None,
-                ascent_label: str = "") -> ExperimentSetup:
+                ascent_label: str = "", finetune_models=None) -> ExperimentSetup:
     """A built world's parts (image or audio) as an ExperimentSetup.
 
     world: the loaded parts (models, tasks, controls, data, `finetuned`, `train`); label: the setup's
@@ -142,13 +142,15 @@ def parts_setup(world, label: str, task_names, related_group, held_out_related, 
     tasks are among `tasks` (else the setup has no related group, and generalization is refused).
     ascend: (model, task, steps) -> the gradient-ascent baseline's model (default: the whole tower, `ascended`);
     ascent_label: what it trains, for the setup's name (e.g. ", gradient ascent: last stage + head").
+    finetune_models: name -> the model the cached fine-tunes (`baselines["finetunes"]`) train, with the same
+    parameter names (default the world's models; the trunk world's: frozen below the cut).
     """
     models = world.models
     tasks = {t: world.tasks[t] for t in (tasks or world.tasks)}
     related = tuple(t for t in related_group if t in tasks)
     held_out = held_out_related if held_out_related in tasks and len(related) >= 2 else None
     descriptors = MeasuredGrids(models, tasks, lambda model, task: world.finetuned(model, task, source_kind), progress)
-    sources = world_sources(world, models, tasks, recipe, task_names)
+    sources = world_sources(world, models if finetune_models is None else finetune_models, tasks, recipe, task_names)
 
     def gradient_ascent(target: str, task: str, steps: int | None = None):
         if ascend is not None:
