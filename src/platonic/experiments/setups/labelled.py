@@ -5,8 +5,9 @@ every choice (alpha, OrthoReg's lambda) is made on validation splits: each task'
 control's val split. A control without one (a YAML control: one folder) is split in two by a seeded
 permutation: the first half is its validation split, the second its test split.
 
-Two builders: the embedded world (`world_ta_setup`, from a built world directory, no descriptors
-measured) and a YAML setup (`config_ta_setup`; its tasks need train and val folders).
+Three builders: the embedded world (`world_ta_setup`, from a built world directory, no descriptors
+measured), the world on pretrained trunks (`trunk_ta_setup`, its models frozen below the cut, so fine-tunes train
+what its sources train) and a YAML setup (`config_ta_setup`; its tasks need train and val folders).
 """
 
 from __future__ import annotations
