@@ -6,14 +6,14 @@ full sources train the same part with batch-norm statistics frozen. A plain fine
 on a CPU). `FrozenTrunkEncoder` is the same model with the part below the cut frozen, so that the library's own
 fine-tunes (task arithmetic's flavours, OrthoReg) move what the world's sources move:
 
-    _forward_tower(x) = Above(visual)(A(x)),   A(x) = below(frozen copy of the trunk below the cut, x)
+    z(x) = Above(visual)(A(x)),   A(x) = below(a frozen copy of the trunk below the cut, x)
 
-A(x) (x a canonical image (3, s, s) uint8; `prepare_probes`, so A(x) is the tower's input) is computed once per
-image and kept (`FROZEN_ACTIVATIONS`, keyed by the
-frozen part's digest and the image's bytes), in eval mode and without gradients, so a fine-tune's steps run only
-the part above the cut; its batch norms keep their running statistics in training too. Parameters below the cut
-never receive a gradient, so every fine-tune flavour (full, linear: the tangent model of the part above) leaves
-them at theta_0. Embeddings equal the open_clip model's (`visual(x)`) up to kernel order (batches differ).
+A(x) of a canonical image x (3, s, s) uint8 is the tower's input (`prepare_probes`); it is computed once per image
+and kept (`FROZEN_ACTIVATIONS`, keyed by the frozen part's digest and the image's bytes), in eval mode, without
+gradients or autocast, so a fine-tune's steps run only the part above the cut (`_forward_tower`), whose batch
+norms keep their running statistics in training too. Parameters below the cut never receive a gradient, so
+every fine-tune flavour (full; linear: the tangent model of the part above) leaves them at theta_0. Embeddings
+equal the open_clip model's (`visual(x)`) up to kernel order (batches differ).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class FrozenTrunkEncoder(SharedTrunkEncoder):
         rows = FROZEN_ACTIVATIONS.lookup(self._part, keys)
         missing = [i for i, r in enumerate(rows) if r is None]
         if missing:
-            with torch.inference_mode(False), torch.no_grad():
+            with torch.inference_mode(False), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
                 x = model_input(images[missing], self._input).to(self.device, self.dtype)
                 fresh = self._frozen(x).float().cpu()
             FROZEN_ACTIVATIONS.store(self._part, [keys[i] for i in missing], fresh)
