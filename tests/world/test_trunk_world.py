@@ -260,3 +260,6 @@ def test_task_arithmetic_runs_on_the_trunk_world(tiny_trunk_world, tmp_path, mon
     bad = CliRunner().invoke(app, ["experiment", "task_arithmetic", "--setup", "trunk-world", "--world",
                                    str(tiny_trunk_world), "--models", "lite0-linear", "--flavours", "attention"])
     assert bad.exit_code != 0 and "full or linear" in bad.output
+    mixed = CliRunner().invoke(app, ["experiment", "task_arithmetic", "--setup", "trunk-world", "--model",
+                                     "mine=open_clip:ViT-S-32", "--task", "shapes"])
+    assert mixed.exit_code != 0 and "trunk world's own models" in mixed.output

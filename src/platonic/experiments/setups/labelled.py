@@ -156,13 +156,16 @@ def labelled_setup(setup: str, models=(), tasks=(), controls=(), world: Path | N
     own = any((models, tasks, controls))
     if setup == "world" and not own:
         loaded = world_ta_setup(world, models=model_names)
-    elif setup == "trunk-world" and not own:
+    elif setup == "trunk-world":
+        if own:
+            raise InvalidInputError("--setup trunk-world runs on the trunk world's own models and tasks; give --model / "
+                                    "--task / --control without it, or with a YAML setup")
         loaded = trunk_ta_setup(world, models=model_names)
     else:
         if world is not None:
             raise InvalidInputError("--world names the embedded world's directory; it does not apply to a YAML or "
                                     "--model setup")
-        if setup not in ("world", "trunk-world") and not Path(setup).is_file():
+        if setup != "world" and not Path(setup).is_file():
             raise InvalidInputError(f"task_arithmetic runs on --setup world, trunk-world or a YAML file; got {setup!r}")
         from .schema import config_from_options, read_config
 

@@ -63,6 +63,9 @@ class FrozenModels(Mapping):
             self._made[name] = frozen_trunk_model(model, remember)
         return self._made[name]
 
+    def __contains__(self, name) -> bool:  # without making the model
+        return name in self.world.models
+
     def __iter__(self):
         return iter(self.world.models)
 
