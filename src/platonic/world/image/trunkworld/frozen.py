@@ -9,11 +9,11 @@ fine-tunes (task arithmetic's flavours, OrthoReg) move what the world's sources 
     z(x) = Above(visual)(A(x)),   A(x) = below(a frozen copy of the trunk below the cut, x)
 
 A(x) of a canonical image x (3, s, s) uint8 is the tower's input (`prepare_probes`); it is computed once per image
-and kept (`FROZEN_ACTIVATIONS`, keyed by the frozen part's digest and the image's bytes), in eval mode, without
-gradients or autocast, so a fine-tune's steps run only the part above the cut (`_forward_tower`), whose batch
-norms keep their running statistics in training too. Parameters below the cut never receive a gradient, so
-every fine-tune flavour (full; linear: the tangent model of the part above) leaves them at theta_0. Embeddings
-equal the open_clip model's (`visual(x)`) up to kernel order (batches differ).
+and kept (`FROZEN_ACTIVATIONS`, keyed by the frozen part's digest, the dtype and the image's bytes), in eval mode,
+without gradients or autocast, so a fine-tune's steps run only the part above the cut (`_forward_tower`), whose
+batch norms keep their running statistics in training too. Parameters below the cut never receive a gradient,
+so every fine-tune flavour (full; linear: the tangent model of the part above) leaves them at theta_0.
+Embeddings equal the open_clip model's (`visual(x)`) up to kernel order (batches differ).
 """
 
 from __future__ import annotations
@@ -104,18 +104,22 @@ class FrozenTrunkEncoder(SharedTrunkEncoder):
     def frozen_activations(self, images: torch.Tensor) -> torch.Tensor:
         """A(x) (B, C, h, w) float32 on the CPU of canonical images (B, 3, s, s), from the cache or computed (and
         kept)."""
-        images = images.cpu()
+        images, part = images.cpu(), self._cache_part()
         keys = [_image_key(x) for x in images]
-        rows = FROZEN_ACTIVATIONS.lookup(self._part, keys)
+        rows = FROZEN_ACTIVATIONS.lookup(part, keys)
         missing = [i for i, r in enumerate(rows) if r is None]
         if missing:
             with torch.inference_mode(False), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
                 x = model_input(images[missing], self._input).to(self.device, self.dtype)
-                fresh = self._frozen(x).float().cpu()
-            FROZEN_ACTIVATIONS.store(self._part, [keys[i] for i in missing], fresh)
+                fresh = self._frozen.to(self.device, self.dtype)(x).float().cpu()  # where the model is now
+            FROZEN_ACTIVATIONS.store(part, [keys[i] for i in missing], fresh)
             for i, row in zip(missing, fresh):
                 rows[i] = row
         return torch.stack(rows)
+
+    def _cache_part(self) -> str:
+        """The cache's name for the frozen part as it runs now: its weights' digest and the model's dtype."""
+        return f"{self._part}/{self.dtype}"
 
     def _forward_tower(self, inputs: torch.Tensor) -> torch.Tensor:
         """A(x) (B, C, h, w) -> (B, d) through the part above the cut."""
@@ -144,5 +148,5 @@ def frozen_trunk_model(encoder: SharedTrunkEncoder, remember: tuple[torch.Tensor
         images, acts = remember
         if len(images) != len(acts):
             raise InvalidInputError(f"{len(images)} images but {len(acts)} activations to remember; give one per image")
-        FROZEN_ACTIVATIONS.store(frozen._part, [_image_key(x) for x in images.cpu()], acts.float().cpu())
+        FROZEN_ACTIVATIONS.store(frozen._cache_part(), [_image_key(x) for x in images.cpu()], acts.float().cpu())
     return frozen
