@@ -9,7 +9,8 @@ fine-tunes (task arithmetic's flavours, OrthoReg) move what the world's sources 
     z(x) = Above(visual)(A(x)),   A(x) = below(a frozen copy of the trunk below the cut, x)
 
 A(x) of a canonical image x (3, s, s) uint8 is the tower's input (`prepare_probes`); it is computed once per image
-and kept (`FROZEN_ACTIVATIONS`, keyed by the frozen part's digest, the dtype and the image's bytes), in eval mode,
+and kept (`FROZEN_ACTIVATIONS`, a `shared.ActivationCache` keyed by the frozen part's digest, the dtype and the
+image's bytes), in eval mode,
 without gradients or autocast, so a fine-tune's steps run only the part above the cut (`_forward_tower`), whose
 batch norms keep their running statistics in training too. Parameters below the cut never receive a gradient,
 so every fine-tune flavour (full; linear: the tangent model of the part above) leaves them at theta_0.
@@ -27,36 +28,13 @@ from torch import nn
 
 from ....errors import InvalidInputError
 from ....hashing import update_with_tensor
-from .shared import SharedTrunkEncoder
-from .tower import Above, model_input
+from .shared import ActivationCache, SharedTrunkEncoder
+from .tower import Above, cut_of, model_input
 
 CACHE_BYTES = 2 << 30  # 2 GiB: the trunk world's splits for three models take about 0.3 GiB
 
 
-class FrozenActivations:
-    """(digest of the frozen part, image digest) -> A(x) (C, h, w), within a byte budget (oldest entries go first)."""
-
-    def __init__(self, limit: int = CACHE_BYTES):
-        self.limit, self.size, self.items = limit, 0, {}
-
-    def lookup(self, part: str, keys: list[str]) -> list[torch.Tensor | None]:
-        return [self.items.get((part, k)) for k in keys]
-
-    def store(self, part: str, keys: list[str], rows: torch.Tensor) -> None:
-        for k, row in zip(keys, rows):
-            if (part, k) not in self.items:
-                self.items[(part, k)] = row
-                self.size += row.numel() * row.element_size()
-        while self.size > self.limit and self.items:
-            old = self.items.pop(next(iter(self.items)))
-            self.size -= old.numel() * old.element_size()
-
-    def clear(self) -> None:
-        self.items.clear()
-        self.size = 0
-
-
-FROZEN_ACTIVATIONS = FrozenActivations()
+FROZEN_ACTIVATIONS = ActivationCache(CACHE_BYTES)  # (frozen part, image digest) -> A(x) (C, h, w)
 
 
 def _image_key(image: torch.Tensor) -> str:
@@ -64,19 +42,18 @@ def _image_key(image: torch.Tensor) -> str:
 
 
 class _FrozenBelow(nn.Module):
-    """A copy of the trunk below the cut (stem and every stage but the last), eval mode, no gradients:
-    (B, 3, S, S) model input -> (B, C, h, w), as `tower.below`."""
+    """A copy of the tower below the cut (`tower.cut_of(visual).below`: an EfficientNet's stem and every stage but
+    the last, a ModifiedResNet's stem and layer1-3), eval mode, no gradients: (B, 3, S, S) model input ->
+    (B, C, h, w), as `tower.below`."""
 
     def __init__(self, visual: nn.Module):
         super().__init__()
-        trunk = visual.trunk
-        self.conv_stem, self.bn1 = copy.deepcopy(trunk.conv_stem), copy.deepcopy(trunk.bn1)
-        self.stages = copy.deepcopy(nn.Sequential(*trunk.blocks[:-1]))
+        self.parts = nn.Sequential(*copy.deepcopy(cut_of(visual).below(visual)))
         self.requires_grad_(False)
         self.eval()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.stages(self.bn1(self.conv_stem(x)))
+        return self.parts(x)
 
 
 class _InputSpec:
@@ -106,14 +83,14 @@ class FrozenTrunkEncoder(SharedTrunkEncoder):
         kept)."""
         images, part = images.cpu(), self._cache_part()
         keys = [_image_key(x) for x in images]
-        rows = FROZEN_ACTIVATIONS.lookup(part, keys)
+        rows = [FROZEN_ACTIVATIONS.peek((part, k)) for k in keys]
         missing = [i for i, r in enumerate(rows) if r is None]
         if missing:
             with torch.inference_mode(False), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
                 x = model_input(images[missing], self._input).to(self.device, self.dtype)
                 fresh = self._frozen.to(self.device, self.dtype)(x).float().cpu()  # where the model is now
-            FROZEN_ACTIVATIONS.store(part, [keys[i] for i in missing], fresh)
             for i, row in zip(missing, fresh):
+                FROZEN_ACTIVATIONS.put((part, keys[i]), row)
                 rows[i] = row
         return torch.stack(rows)
 
@@ -148,5 +125,7 @@ def frozen_trunk_model(encoder: SharedTrunkEncoder, remember: tuple[torch.Tensor
         images, acts = remember
         if len(images) != len(acts):
             raise InvalidInputError(f"{len(images)} images but {len(acts)} activations to remember; give one per image")
-        FROZEN_ACTIVATIONS.store(frozen._cache_part(), [_image_key(x) for x in images.cpu()], acts.float().cpu())
+        part = frozen._cache_part()
+        for image, row in zip(images.cpu(), acts.float().cpu()):
+            FROZEN_ACTIVATIONS.put((part, _image_key(image)), row)
     return frozen

@@ -69,7 +69,7 @@ def schedule(step: int, total: int, warm: float) -> float:
     return (step + 1) / w if step < w else 0.5 * (1 + math.cos(math.pi * (step - w) / max(1, total - w)))
 
 
-class _Scale:
+class CappedScale:
     """The model's logit scale as the world's `contrastive_loss` reads it (`.scale`), capped at 100."""
 
     def __init__(self, model: nn.Module):
@@ -92,7 +92,7 @@ def pretrain_heads(model: nn.Module, name: str, features: list[torch.Tensor], dr
                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
                             lr=recipe.lr, betas=(0.9, 0.98))
     steps = recipe.steps_of(name)
-    scale = _Scale(model)
+    scale = CappedScale(model)
     head.train()
     losses = []
     for step in range(steps):

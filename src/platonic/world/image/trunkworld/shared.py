@@ -23,27 +23,43 @@ import torch
 
 from ....hashing import update_with_tensor
 from ....models.open_clip_backend import OpenClipEncoder
-from .tower import Above, below
+from .tower import Above, below, cut_of
 
 CACHE_BYTES = 1 << 30  # 1 GiB of activations; least recently used batches go first
 
 
 class ActivationCache:
-    """(key -> activations (B, C, h, w)) with a byte budget, least recently used evicted first."""
+    """(key -> activations, a tensor) within a byte budget, least recently used evicted first: one batch's
+    (B, C, h, w) under its digest (`SharedTrunkEncoder`), or one image's (C, h, w) (`frozen.FrozenTrunkEncoder`)."""
 
     def __init__(self, limit: int = CACHE_BYTES):
         self.limit, self.size, self.items = limit, 0, OrderedDict()
 
-    def get(self, key, compute):
+    def peek(self, key) -> torch.Tensor | None:
+        """The value kept under `key` (now the most recently used), or None."""
+        if key not in self.items:
+            return None
+        self.items.move_to_end(key)
+        return self.items[key]
+
+    def put(self, key, value: torch.Tensor) -> None:
+        """Keep `value` under `key` (a key already kept is left as it is), then evict down to the budget; the value
+        just put stays even when it alone is over the budget."""
         if key in self.items:
             self.items.move_to_end(key)
-            return self.items[key]
-        value = compute()
+            return
         self.items[key] = value
         self.size += value.numel() * value.element_size()
         while self.size > self.limit and len(self.items) > 1:
             _, old = self.items.popitem(last=False)
             self.size -= old.numel() * old.element_size()
+
+    def get(self, key, compute) -> torch.Tensor:
+        """The value under `key`, computed by `compute()` and kept when missing."""
+        value = self.peek(key)
+        if value is None:
+            value = compute()
+            self.put(key, value)
         return value
 
     def clear(self) -> None:
@@ -54,19 +70,14 @@ class ActivationCache:
 ACTIVATIONS = ActivationCache()
 
 
-def _below_modules(visual) -> list:
-    trunk = visual.trunk
-    return [trunk.conv_stem, trunk.bn1, *trunk.blocks[:-1]]
-
-
 def below_digest(visual) -> str | None:
-    """sha256 over the weights below the cut and their modules' classes; None when a module there is not timm's or
-    torch's own (a wrapper such as a LoRA layer), so nothing below may be cached."""
+    """sha256 over the weights below the cut and their modules' classes; None when a module there is not timm's,
+    open_clip's or torch's own (a wrapper such as a LoRA layer), so nothing below may be cached."""
     h = hashlib.sha256()
-    for top in _below_modules(visual):
+    for top in cut_of(visual).below(visual):
         for name, module in top.named_modules():
             kind = type(module).__module__
-            if not kind.startswith(("timm.", "torch.")):
+            if not kind.startswith(("timm.", "open_clip.", "torch.")):
                 return None
             h.update(f"{name}:{kind}.{type(module).__name__};".encode())
         for name, tensor in top.state_dict().items():

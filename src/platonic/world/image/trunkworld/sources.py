@@ -6,8 +6,9 @@ each step draws `batch` train items a (B, C', h, w) and `replay_batch` replay it
     L = CE(s * unit(f(a)) G^T, y) + replay * mean_r || unit(f(r)) - unit(f_0(r)) ||^2
 
 where f = `tower.Above` (last stage -> head) being trained and f_0 the pre-trained one. kind "full" trains every
-parameter of f (batch-norm statistics frozen); kind "lora" trains peft LoRA adapters on the last stage's pointwise
-convolutions and the head convolution (`LORA_TARGETS`), merged into their weights at the end. AdamW, warm-up 10 %
+parameter of f (batch-norm statistics frozen); kind "lora" trains peft LoRA adapters on the cut's `lora_targets`
+(an EfficientNet's last-stage pointwise convolutions and head convolution; a ModifiedResNet's layer4 convolutions),
+merged into their weights at the end. AdamW, warm-up 10 %
 then cosine. The result is f's state under the open_clip model's names: what a source file holds.
 """
 
@@ -20,9 +21,6 @@ from .pretrain import schedule
 from .recipe import SourceRecipe
 from .tower import Above
 
-LORA_TARGETS = ["conv_pw", "conv_pwl", "conv_head"]
-
-
 def _trainable(above: Above, kind: str, recipe: SourceRecipe):
     """(module to call, parameters to train, finish() -> the trained Above) for `kind`."""
     if kind == "full":
@@ -32,7 +30,7 @@ def _trainable(above: Above, kind: str, recipe: SourceRecipe):
     for p in above.parameters():
         p.requires_grad_(False)
     wrapped = get_peft_model(above, LoraConfig(r=recipe.lora_rank, lora_alpha=recipe.lora_alpha, lora_dropout=0.0,
-                                               target_modules=LORA_TARGETS))
+                                               target_modules=list(above.cut.lora_targets)))
     params = [p for n, p in wrapped.named_parameters() if "lora_" in n]
     return wrapped, params, lambda: wrapped.merge_and_unload()
 

@@ -1,27 +1,87 @@
-"""An open_clip timm tower on an EfficientNet trunk, cut below the trunk's last stage.
+"""A trunk world model's image tower cut in two: a frozen part below the cut and the part above it that trains.
 
-The build runs the frozen part once (`below`: stem and every stage but the last) and caches its activations;
-pre-training and the sources then run only what is above them (`Above`): the last stage, the 1x1 head
-convolution and its batch norm, the trunk's pooling, and open_clip's head. For every input x (B, 3, S, S),
-normalised as the model's preprocessing does (`model_input`):
+The build runs the part below the cut once (`below`) and caches its activations; pre-training and the sources then
+run only what is above them (`Above`). Two tower families have a cut (`cut_of`):
+
+- open_clip's timm tower on an EfficientNet trunk (`visual.trunk`): below = stem and every stage but the last;
+  above = the last stage, the 1x1 head convolution and its batch norm, the trunk's pooling, open_clip's head;
+- open_clip's ModifiedResNet (a tower trained from scratch): below = the stem and layer1-3; above = layer4 and the
+  attention pool.
+
+For every input x (B, 3, S, S), normalised as the model's preprocessing does (`model_input`):
 
     visual(x) == Above(visual)(below(visual, x))        (B, d)
 
 `Above` holds the tower's own modules (training it trains the model), or deep copies of them (`copy=True`), whose
-state `state_in_model` names as the open_clip model does ("visual.trunk.blocks.6.0.conv_pw.weight", ...).
+state `state_in_model` names as the open_clip model does ("visual.trunk.blocks.6.0.conv_pw.weight",
+"visual.layer4.0.conv1.weight", ...).
 """
 
 from __future__ import annotations
 
 import copy as copy_module
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from ....errors import InvalidInputError
 from ....models.images import to_model_input
 from ..openclip_models import OpenClipWorldSpec
 
 BATCH = 256
+
+
+@dataclass(frozen=True)
+class TowerCut:
+    """Where a tower family is cut. below: (visual) -> the modules below the cut, in order (what a frozen copy or a
+    digest reads); above: (visual) -> [(name in `Above`, module, its name in the open_clip model)] in order;
+    lora_targets: the module names peft's LoRA adapts above the cut; trained: what a full source trains, in words."""
+
+    family: str
+    below: object
+    above: object
+    lora_targets: tuple[str, ...]
+    trained: str
+
+
+def _efficientnet_below(visual) -> list[nn.Module]:
+    trunk = visual.trunk
+    return [trunk.conv_stem, trunk.bn1, *trunk.blocks[:-1]]
+
+
+def _efficientnet_above(visual) -> list[tuple[str, nn.Module, str]]:
+    trunk = visual.trunk
+    last = len(trunk.blocks) - 1
+    return [("stage", trunk.blocks[-1], f"visual.trunk.blocks.{last}"), ("conv_head", trunk.conv_head, "visual.trunk.conv_head"),
+            ("bn2", trunk.bn2, "visual.trunk.bn2"), ("global_pool", trunk.global_pool, "visual.trunk.global_pool"),
+            ("head", visual.head, "visual.head")]
+
+
+def _resnet_below(visual) -> list[nn.Module]:
+    stem = [visual.conv1, visual.bn1, visual.act1, visual.conv2, visual.bn2, visual.act2, visual.conv3, visual.bn3,
+            visual.act3, visual.avgpool]
+    return [nn.Sequential(*stem), visual.layer1, visual.layer2, visual.layer3]
+
+
+def _resnet_above(visual) -> list[tuple[str, nn.Module, str]]:
+    return [("stage", visual.layer4, "visual.layer4"), ("head", visual.attnpool, "visual.attnpool")]
+
+
+EFFICIENTNET = TowerCut("efficientnet", _efficientnet_below, _efficientnet_above, ("conv_pw", "conv_pwl", "conv_head"),
+                        "last stage + head")
+RESNET = TowerCut("modified-resnet", _resnet_below, _resnet_above, ("conv1", "conv2", "conv3"),
+                  "layer4 + attention pool")
+
+
+def cut_of(visual: nn.Module) -> TowerCut:
+    """The cut of an open_clip image tower: EfficientNet trunks (timm) and ModifiedResNet; others are refused."""
+    if hasattr(visual, "trunk") and hasattr(visual.trunk, "blocks") and hasattr(visual.trunk, "conv_head"):
+        return EFFICIENTNET
+    if all(hasattr(visual, a) for a in ("stem", "layer3", "layer4", "attnpool")):
+        return RESNET
+    raise InvalidInputError(f"no cut is defined for the image tower {type(visual).__name__}; the trunk world cuts "
+                            "timm EfficientNet trunks and open_clip's ModifiedResNet")
 
 
 def model_input(images: torch.Tensor, spec: OpenClipWorldSpec) -> torch.Tensor:
@@ -31,11 +91,11 @@ def model_input(images: torch.Tensor, spec: OpenClipWorldSpec) -> torch.Tensor:
 
 
 def below(visual: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """(B, 3, S, S) model input -> (B, C, h, w), the activations entering the trunk's last stage."""
-    trunk = visual.trunk
-    x = trunk.bn1(trunk.conv_stem(x))
-    for stage in trunk.blocks[:-1]:
-        x = stage(x)
+    """(B, 3, S, S) model input -> (B, C, h, w), the activations entering the part above the cut."""
+    if cut_of(visual) is RESNET:
+        return visual.layer3(visual.layer2(visual.layer1(visual.stem(x))))
+    for module in _efficientnet_below(visual):
+        x = module(x)
     return x
 
 
@@ -48,20 +108,23 @@ def activations(visual: nn.Module, images: torch.Tensor, spec: OpenClipWorldSpec
 
 
 class Above(nn.Module):
-    """The tower above the cached activations: (B, C, h, w) -> trunk features (`trunk_features`: (B, F) pooled, or
-    the (B, F, h', w') map an attention-pool head reads) -> (B, d) through open_clip's head (`forward`)."""
+    """The tower above the cached activations: (B, C, h, w) -> trunk features (`trunk_features`: every part but the
+    head; (B, F) pooled, or the (B, F, h', w') map an attention-pool head reads) -> (B, d) through the head
+    (`forward`). Its parts are named as the cut names them ("stage", ..., "head")."""
 
     def __init__(self, visual: nn.Module, copy: bool = False):
         super().__init__()
-        trunk = visual.trunk
+        self.cut = cut_of(visual)
         take = copy_module.deepcopy if copy else (lambda m: m)
-        self.stage_index = len(trunk.blocks) - 1
-        self.stage, self.conv_head, self.bn2 = take(trunk.blocks[-1]), take(trunk.conv_head), take(trunk.bn2)
-        self.global_pool = take(trunk.global_pool)
-        self.head = take(visual.head)
+        self._where = {}
+        for name, module, where in self.cut.above(visual):
+            self.add_module(name, take(module))
+            self._where[name] = where
 
     def trunk_features(self, a: torch.Tensor) -> torch.Tensor:
-        return self.global_pool(self.bn2(self.conv_head(self.stage(a))))
+        for name in list(self._where)[:-1]:
+            a = getattr(self, name)(a)
+        return a
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
         return self.head(self.trunk_features(a))
@@ -69,9 +132,7 @@ class Above(nn.Module):
     def model_name(self, name: str) -> str:
         """This module's parameter or buffer `name` under the open_clip model's name for it."""
         first, _, rest = name.partition(".")
-        where = {"stage": f"visual.trunk.blocks.{self.stage_index}", "conv_head": "visual.trunk.conv_head",
-                 "bn2": "visual.trunk.bn2", "global_pool": "visual.trunk.global_pool", "head": "visual.head"}[first]
-        return f"{where}.{rest}"
+        return f"{self._where[first]}.{rest}"
 
     def state_in_model(self) -> dict[str, torch.Tensor]:
         """The state dict under the open_clip model's names (what a source file stores)."""
