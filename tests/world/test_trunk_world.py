@@ -27,18 +27,23 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("name", ["lite0-linear", "lite1-attn"])
+@pytest.mark.parametrize("name", ["lite0-linear", "lite1-attn", "scratch-resnet"])
 def test_the_tower_above_the_cached_activations_is_the_tower(name):
     from open_clip.tokenizer import HFTokenizer
 
     from platonic.world.image.trunkworld.pretrain import caption_features
+    from platonic.world.image.trunkworld.shared import below_digest
 
-    spec = recipe.MODELS[name]
+    spec = {**recipe.MODELS, **recipe.STUDENTS}[name]
     model = build_openclip_model(spec)
     images = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
     with torch.no_grad():
         x = model_input(images, spec)
         assert torch.equal(model.encode_image(x), Above(model.visual)(below(model.visual, x)))
+    above = tuple(Above(model.visual).state_in_model())
+    assert set(above) < set(model.state_dict()) and below_digest(model.visual) is not None  # the frozen part is cacheable
+    if name == "scratch-resnet":
+        assert all(k.startswith(("visual.layer4.", "visual.attnpool.")) for k in above)
     texts = ["a photo.", "a drawing of a star."]
     tokenizer = HFTokenizer(spec.model_cfg()["text_cfg"]["hf_tokenizer_name"], context_length=spec.context_length)
     with torch.no_grad():
@@ -109,6 +114,59 @@ def test_a_source_changes_only_the_tower_above_the_cut_and_lora_is_built_on_firs
         load_world_model("trunk/lite0-linear/objects", root=tiny_trunk_world)
 
 
+def test_the_activation_cache_keeps_to_its_budget_and_evicts_the_least_recently_used():
+    from platonic.world.image.trunkworld.shared import ActivationCache
+
+    cache = ActivationCache(limit=3 * 4 * 4)  # three float32 rows of 4
+    for key in "abc":
+        cache.put(key, torch.full((4,), float(ord(key))))
+    assert cache.peek("a")[0] == ord("a") and cache.peek("z") is None  # "a" is now the most recently used
+    cache.put("d", torch.zeros(4))
+    assert list(cache.items) == ["c", "a", "d"] and cache.size == 48
+    cache.put("a", torch.ones(4))  # a kept key keeps its value
+    assert cache.peek("a")[0] == ord("a")
+    assert torch.equal(cache.get("e", lambda: torch.ones(4)), torch.ones(4)) and "c" not in cache.items
+    cache.put("big", torch.zeros(100))  # alone over the budget: kept, everything else evicted
+    assert list(cache.items) == ["big"]
+
+
+def test_a_tower_without_a_cut_is_refused_by_name():
+    from platonic.world.image.trunkworld.tower import cut_of
+
+    with pytest.raises(InvalidInputError, match="no cut is defined for the image tower Linear"):
+        cut_of(torch.nn.Linear(2, 2))
+
+
+def test_a_student_is_built_on_request_beside_the_trunk_models_and_keyed_on_its_own_recipe(tiny_trunk_world, monkeypatch):
+    from platonic.world.backend import load_world_model
+    from platonic.world.image.trunkworld.students import built_students
+
+    trunk_files = [p for p in (tiny_trunk_world / "models").rglob("*") if p.is_file()] + [tiny_trunk_world / "COMPLETE"]
+    before = {p: p.read_bytes() for p in trunk_files}
+    assert built_students(tiny_trunk_world) == ()
+    source = load_world_model("trunk/scratch-resnet/shapes", root=tiny_trunk_world)  # builds the student first
+    assert built_students(tiny_trunk_world) == ("full",)
+    assert all(p.read_bytes() == before[p] for p in trunk_files)  # the trunk models are left as they were
+    base = load_world_model("trunk/scratch-resnet", root=tiny_trunk_world)
+    assert base.family == "ModifiedResNet" and base.embed_dim == recipe.STUDENTS["scratch-resnet"].embed_dim
+    b, f = base.model.state_dict(), source.model.state_dict()
+    changed = {k for k in b if not torch.equal(b[k], f[k])}
+    assert "visual.attnpool.c_proj.weight" in changed
+    assert all(k.startswith(("visual.layer4.", "visual.attnpool.")) and "running_" not in k for k in changed)
+    directory = tiny_trunk_world / "models" / "scratch-resnet"  # open_clip alone loads it
+    model = quiet_open_clip(lambda: open_clip.create_model(f"local-dir:{directory}")).eval()
+    images = torch.randint(0, 256, (3, 3, 32, 32), dtype=torch.uint8)
+    with torch.no_grad():
+        theirs = model.encode_image(model_input(images, recipe.STUDENTS["scratch-resnet"]))
+    assert torch.allclose(base.encode_probes(images).z, theirs, atol=1e-5)
+    lora = load_world_model("trunk/scratch-resnet/shapes/lora", root=tiny_trunk_world).model.state_dict()
+    assert built_students(tiny_trunk_world) == ("full", "lora")
+    moved = {k for k in b if not torch.equal(b[k], lora[k])}
+    assert moved and all(k.startswith("visual.layer4.") and ".conv" in k for k in moved)
+    monkeypatch.setattr(recipe, "STUDENT_VERSION", "another")  # a changed student recipe: the students are stale
+    assert built_students(tiny_trunk_world) == ()
+
+
 def test_the_engine_reads_the_trunk_world(tiny_trunk_world, tmp_path, monkeypatch):
     from platonic.experiments.setups import trunk_world_setup
     from platonic.world.image.trunkworld.frozen import FrozenTrunkEncoder
@@ -126,6 +184,28 @@ def test_the_engine_reads_the_trunk_world(tiny_trunk_world, tmp_path, monkeypatc
     tau = sources.task_vector("lite0-linear", "shapes")
     state = setup.models["lite0-linear"].model.state_dict()
     assert tau.deltas and all(k.startswith(_above_the_cut(state)) for k in tau.deltas)
+
+
+def test_addition_runs_between_a_student_and_a_trunk_model_with_retention_per_family(tiny_trunk_world, tmp_path,
+                                                                                      monkeypatch):
+    from typer.testing import CliRunner
+
+    from platonic.cli import app
+    from platonic.experiments.setups.labelled import trunk_ta_setup
+    from platonic.world.backend import load_world_model
+
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "add"
+    result = CliRunner().invoke(app, ["experiment", "addition", "--setup", "trunk-world", "--world", str(tiny_trunk_world),
+                                      "--models", "lite0-linear,scratch-resnet", "--tasks", "shapes,digits",
+                                      "--no-plots", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    tables = (out / "tables.md").read_text()
+    assert "| EfficientNet | ModifiedResNet |" in tables and "| ModifiedResNet | EfficientNet |" in tables
+    student = trunk_ta_setup(tiny_trunk_world, models=["scratch-resnet"]).models["scratch-resnet"]  # frozen below the cut
+    images = torch.randint(0, 256, (5, 3, 32, 32), dtype=torch.uint8)
+    base = load_world_model("trunk/scratch-resnet", root=tiny_trunk_world)
+    assert torch.allclose(student.encode_probes(images).z, base.encode_probes(images).z, atol=1e-5)
 
 
 def test_the_gradient_ascent_baseline_trains_above_the_cut_and_raises_the_tasks_loss(tiny_trunk_world):

@@ -14,21 +14,31 @@ from ..setups.trunk_world import trunk_world_parts
 from .world import fit_iterations, measure_parts, write_report
 
 
-def trunk_world_report(path, progress: bool = False, force: bool = False, diagnostics: bool = True) -> dict:
-    """The trunk world's report (measured once, then read from report.json); both source kinds are built first."""
+def trunk_world_report(path, progress: bool = False, force: bool = False, diagnostics: bool = True,
+                       students: bool = False) -> dict:
+    """The trunk world's report (measured once, then read from report.json); both source kinds are built first.
+    students: the report of the trunk models and the towers trained from scratch together (report-students.json,
+    the students built first where they are not)."""
     from ...world.image.data import CONTROL_NAMES, TASK_NAMES
     from ...world.image.trunkworld.build import ensure_sources
+    from ...world.image.trunkworld.recipe import MODEL_NAMES, STUDENT_NAMES
+    from ...world.image.trunkworld.students import ensure_students
     from .report import markdown_report
 
     def measure() -> dict:
         ensure_sources(path, progress=progress)  # the report reads both source kinds
-        return measure_parts(trunk_world_parts(Path(path)), progress=progress, diagnostics=diagnostics,
-                             fit_iterations=fit_iterations(path))
+        if students:
+            ensure_students(path, ("full", "lora"), progress=progress)
+        names = MODEL_NAMES + STUDENT_NAMES if students else MODEL_NAMES
+        return measure_parts(trunk_world_parts(Path(path), models=list(names)), progress=progress,
+                             diagnostics=diagnostics, fit_iterations=fit_iterations(path))
 
     def markdown(report: dict) -> str:
-        return markdown_report(report, TASK_NAMES, CONTROL_NAMES, title="platonic trunk world report")
+        title = "platonic trunk world report" + (", with the towers trained from scratch" if students else "")
+        return markdown_report(report, TASK_NAMES, CONTROL_NAMES, title=title)
 
-    return write_report(path, measure, markdown, force=force, bars=trunk_world_checks)
+    return write_report(path, measure, markdown, force=force, bars=trunk_world_checks,
+                        name="report-students" if students else "report")
 
 
 def trunk_world_checks(report: dict) -> dict:

@@ -189,12 +189,13 @@ def world_report(path, progress: bool = False, force: bool = False) -> dict:
     return write_report(path, measure, markdown_report, force=force)
 
 
-def write_report(path, measure, markdown, force: bool = False, bars=None) -> dict:
-    """report.json / report.md of a built world at `path`: `measure()` -> raw figures, summarised and checked,
-    with the build's timings; `markdown(report)` -> the Markdown page. Read back from report.json when current.
-    bars(report) -> {check: bool}: the world's own acceptance bars, in place of issue 10's (`checks`)."""
+def write_report(path, measure, markdown, force: bool = False, bars=None, name: str = "report") -> dict:
+    """NAME.json / NAME.md (`name`, default report) of a built world at `path`: `measure()` -> raw figures,
+    summarised and checked, with the build's timings; `markdown(report)` -> the Markdown page. Read back from
+    NAME.json when current. bars(report) -> {check: bool}: the world's own acceptance bars, in place of issue
+    10's (`checks`)."""
     path = Path(path)
-    target = path / "report.json"
+    target = path / f"{name}.json"
     if target.exists() and not force:
         report = json.loads(target.read_text())
         if report.get("report_version") == REPORT_VERSION:
@@ -209,5 +210,5 @@ def write_report(path, measure, markdown, force: bool = False, bars=None) -> dic
     report.update({"report_version": REPORT_VERSION, **{k: build[k] for k in (
         "profile", "seed", "world_version", "recipe", "workers", "threads_per_worker", "timings_s", "pretrain", "finetune_seconds")}})
     atomic_write(target, lambda tmp: Path(tmp).write_text(json.dumps(report, indent=1, sort_keys=True)))
-    atomic_write(path / "report.md", lambda tmp: Path(tmp).write_text(markdown(report)))
+    atomic_write(path / f"{name}.md", lambda tmp: Path(tmp).write_text(markdown(report)))
     return report

@@ -112,14 +112,15 @@ def trunk_ta_setup(path: Path | None = None, models=None) -> TaskArithmeticSetup
     (`trunkworld.frozen_trunk_model`: fine-tunes train the part above it, as the world's sources do), the build's
     train activations kept so that no train image runs through the trunk again."""
     from ...world.image.trunkworld.build import ensure_trunk_world, require_built
-    from ...world.image.trunkworld.recipe import MODEL_NAMES
+    from ...world.image.trunkworld.recipe import MODEL_NAMES, STUDENT_NAMES
     from .trunk_world import FrozenModels, trunk_world_parts
 
     path = ensure_trunk_world() if path is None else require_built(Path(path))
     names = list(models) if models else list(MODEL_NAMES)
-    unknown = [n for n in names if n not in MODEL_NAMES]
+    known = MODEL_NAMES + STUDENT_NAMES
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise InvalidInputError(f"unknown trunk world model(s) {', '.join(unknown)}; choose from {', '.join(MODEL_NAMES)}")
+        raise InvalidInputError(f"unknown trunk world model(s) {', '.join(unknown)}; choose from {', '.join(known)}")
     world = trunk_world_parts(path, models=names)
     frozen = dict(FrozenModels(world))
     tasks = {name: LabelledTask(name, spec.prompts, world.split(name, "train"), spec.val, spec.test)

@@ -1,5 +1,6 @@
-"""The image world on pretrained trunks as an ExperimentSetup (`--setup trunk-world`): its three open_clip models,
-the image world's eight tasks (harder shapes and textures) and two controls, its last-stage sources.
+"""The image world on pretrained trunks as an ExperimentSetup (`--setup trunk-world`): its three open_clip models
+(and, named with `--models`, its towers trained from scratch: `trunkworld.recipe.STUDENT_NAMES`, built on first
+use), the image world's eight tasks (harder shapes and textures) and two controls, its last-stage sources.
 
 It is read as the image world is (`setups.world.world_parts`), with models and sources loaded as
 `world:trunk/NAME[/TASK[/lora]]` (platonic's open_clip encoders of the built directories). Its gradient-ascent
@@ -74,7 +75,8 @@ class FrozenModels(Mapping):
 
 
 def trunk_world_parts(path: Path, models=None) -> TrunkWorldParts:
-    """Load the built trunk world at `path` (models: the names to load, default all)."""
+    """Load the built trunk world at `path` (models: the names to load, default its trunk models; a student named
+    is built first where it is not)."""
     from ...world.backend import load_world_model
     from ...world.image.trunkworld.recipe import MODEL_NAMES
 
@@ -89,9 +91,9 @@ def trunk_world_setup(profile: str | None = None, seed: int = 0, source_kind: st
     """Build the trunk world if needed and describe it as an ExperimentSetup (arguments as `world_setup`'s)."""
     from ...world.image import data as wd
     from ...world.image.trunkworld.build import ensure_sources, ensure_trunk_world
-    from ...world.image.trunkworld.recipe import MODEL_NAMES
+    from ...world.image.trunkworld.recipe import MODEL_NAMES, STUDENT_NAMES
 
-    check_names("trunk world", models, tasks, MODEL_NAMES, wd.TASK_NAMES)
+    check_names("trunk world", models, tasks, MODEL_NAMES + STUDENT_NAMES, wd.TASK_NAMES)
     if path is None:
         path = ensure_trunk_world(profile, seed, progress=progress, kinds=(source_kind,))
     else:

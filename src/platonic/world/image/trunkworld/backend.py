@@ -1,10 +1,12 @@
 """Loading trunk world models: `load_model("world:trunk/NAME[/TASK[/lora]]")` through the `world:` backend.
 
-A model is platonic's open_clip encoder (`shared.SharedTrunkEncoder`, which computes the frozen part of the tower
-once for a model and all its sources) of the built open_clip directory models/NAME (so the backend, edit-site
-rules, LoRA targets and exports are a user's CLIP's); a source is the same with its tower part
-(sources/NAME/TASK.KIND.safetensors) loaded over the pre-trained weights. Canonical images are the world's
-32 px ones (`canonical_size`), resized to the model's 64 px input by its preprocessing.
+`NAME` is one of the trunk models (`recipe.MODEL_NAMES`) or a tower trained from scratch (`recipe.STUDENT_NAMES`,
+built on first use: `students.ensure_students`). A model is platonic's open_clip encoder
+(`shared.SharedTrunkEncoder`, which computes the frozen part of the tower once for a model and all its sources) of
+the built open_clip directory models/NAME (so the backend, edit-site rules, LoRA targets and exports are a user's
+CLIP's); a source is the same with its tower part (sources/NAME/TASK.KIND.safetensors) loaded over the pre-trained
+weights. Canonical images are the world's 32 px ones (`canonical_size`), resized to a trunk model's 64 px input by
+its preprocessing (a student reads them at 32 px).
 """
 
 from __future__ import annotations
@@ -21,16 +23,17 @@ from ..openclip_models import quiet_open_clip
 from ..splits import CANONICAL_SIZE
 from .build import ensure_sources, ensure_trunk_world, require_built
 from ..build import KINDS
-from .recipe import MODEL_NAMES
+from .recipe import MODEL_NAMES, STUDENT_NAMES
 from .shared import SharedTrunkEncoder
+from .students import ensure_students
 from .sources import ascend_above
 
 
 def parse_name(name: str) -> tuple[str, str | None, str]:
     """`NAME[/TASK[/KIND]]` -> (model, task or None, kind), refusing unknown parts with the known ones."""
     parts = name.strip().split("/")
-    if parts[0] not in MODEL_NAMES or len(parts) > 3:
-        raise InvalidInputError(f"unknown trunk world model {name!r}; models: {', '.join(MODEL_NAMES)} "
+    if parts[0] not in MODEL_NAMES + STUDENT_NAMES or len(parts) > 3:
+        raise InvalidInputError(f"unknown trunk world model {name!r}; models: {', '.join(MODEL_NAMES + STUDENT_NAMES)} "
                                 "(optionally /TASK or /TASK/lora)")
     task = parts[1] if len(parts) >= 2 else None
     kind = parts[2] if len(parts) == 3 else "full"
@@ -42,14 +45,16 @@ def parse_name(name: str) -> tuple[str, str | None, str]:
 
 def load_trunk_world_model(name: str, device="cpu", dtype=None, root: Path | None = None):
     """`NAME`, `NAME/TASK` (last stage + head source) or `NAME/TASK/lora` of the built trunk world (built if needed,
-    when `root` is None) as platonic's open_clip encoder."""
+    when `root` is None; a student, `recipe.STUDENT_NAMES`, is built on first use) as platonic's open_clip encoder."""
     model, task, kind = parse_name(name)
     if root is None:
         world = ensure_trunk_world(kinds=(kind,))
     else:
         world = require_built(root)
-        if task is not None:
+        if task is not None and model in MODEL_NAMES:
             ensure_sources(world, (kind,))  # a built world gets a kind's sources on first use (else a no-op)
+    if model in STUDENT_NAMES:
+        ensure_students(world, (kind,))
     encoder = _load_encoder(world / "models" / model, f"world:trunk/{name.strip()}", device, dtype)
     if task is not None:
         state, _ = load_weights(world / "sources" / model / f"{task}.{kind}.safetensors")

@@ -37,9 +37,10 @@ from .. import data as world_data
 from ..openclip_models import build_openclip_model, write_openclip_dir
 from .pretrain import CaptionDraw, caption_features, pretrain_heads
 from ..build import KINDS, built_kinds, check_kinds  # kinds and the COMPLETE marker as the tiny-tower world
-from .recipe import MODEL_NAMES, MODELS, TASK_VARIANTS, TRUNK_WORLD_VERSION, check_profile, trunk_world_dir
+from .recipe import (MODEL_NAMES, MODELS, STUDENT_PROFILES, STUDENTS, TASK_VARIANTS, TRUNK_WORLD_VERSION, check_profile,
+                     trunk_world_dir)
 from .sources import train_source
-from .tower import Above, activations
+from .tower import Above, activations, cut_of
 
 SETS = world_data.TASK_NAMES + world_data.CONTROL_NAMES  # the pre-training sets, in this order
 
@@ -51,9 +52,15 @@ def default_profile() -> str:
 
 
 def model_spec(name: str, seed: int):
-    """Model `name`'s spec in the world of seed `seed` (its heads drawn under `common.jobs.model_seed`)."""
-    spec = MODELS[name]
+    """Model `name`'s spec (a trunk model or a student) in the world of seed `seed` (its random weights drawn under
+    `common.jobs.model_seed`)."""
+    spec = MODELS[name] if name in MODELS else STUDENTS[name]
     return replace(spec, seed=model_seed(spec, seed))
+
+
+def source_recipes(profile: str, name: str) -> dict:
+    """kind -> SourceRecipe of model `name` (a trunk model or a student) in `profile`."""
+    return STUDENT_PROFILES[profile].sources if name in STUDENTS else check_profile(profile).sources
 
 
 # -- worker side ----------------------------------------------------------------------------------
@@ -104,16 +111,16 @@ def job_sources(path: str, profile: str, seed: int, name: str, task: str, kinds=
     from ....models import load_model
 
     set_determinism(1)
-    path, prof = Path(path), check_profile(profile)
+    path, recipes = Path(path), source_recipes(profile, name)
     data = read_data(path)
     acts, _ = load_weights(path / "activations" / f"{name}.safetensors")
     encoder = load_model(f"open_clip:local-dir:{path / 'models' / name}")
     prompts = torch.nn.functional.normalize(encoder.encode_texts(list(data[task].task.prompts)), dim=-1)
     scale = encoder.model.logit_scale.detach().exp().item()
-    spec = model_spec(name, seed)
+    spec, cut = model_spec(name, seed), cut_of(encoder.model.visual)
     out = {}
     for kind in kinds:
-        recipe = prof.sources[kind]
+        recipe = recipes[kind]
         job_seed = spec.seed * 100 + world_data.TASK_NAMES.index(task) * 2 + KINDS.index(kind)
         replay = replay_activations(acts, task, recipe.replay_per_task, job_seed)
         t0 = time.perf_counter()
@@ -122,8 +129,8 @@ def job_sources(path: str, profile: str, seed: int, name: str, task: str, kinds=
         seconds = time.perf_counter() - t0
         save_weights(path / "sources" / name / f"{task}.{kind}.safetensors", state,
                      {"kind": kind, "task": task, "base": f"world:trunk/{name}", "profile": profile, "seed": seed,
-                      "recipe": asdict(recipe), "trained": "last stage + head" if kind == "full" else
-                      "LoRA on the last stage's pointwise convolutions and conv_head (merged)", "seconds": seconds})
+                      "recipe": asdict(recipe), "trained": cut.trained if kind == "full" else
+                      f"LoRA on {', '.join(cut.lora_targets)} above the cut (merged)", "seconds": seconds})
         out[kind] = seconds
     return {"model": name, "task": task, **out}
 

@@ -107,6 +107,64 @@ PROFILES = {
 }
 
 
+# -- towers trained from scratch (the "students"), built on request beside the trunk models ------------------------
+
+STUDENT_VERSION = "students-1"  # bump with any change of code that alters what a student build makes
+STUDENTS: dict[str, OpenClipWorldSpec] = {spec.name: spec for spec in (
+    # open_clip's ModifiedResNet, 32 px canonical images (no resize), layer4 + attention pool above the cut
+    OpenClipWorldSpec("scratch-resnet", tower="resnet", image_size=32, width=32, layers=(1, 1, 1, 1), head_width=32,
+                      embed_dim=144, mean=(0.5,) * 3, std=(0.25,) * 3, text_proj="linear", loss="clip", seed=500),
+)}
+STUDENT_NAMES = tuple(STUDENTS)
+
+
+@dataclass(frozen=True)
+class StudentRecipe:
+    """Pre-training of a tower trained from scratch on every train image of the world's sets (whole tower, text
+    projection and logit scale train; MiniLM frozen): `steps` of `batch`, AdamW lr `lr` (warm-up 5 %, cosine,
+    gradients clipped at 1) on
+
+        L = CLIP + `set_overlap` x set overlap + `prompt_overlap` x prompt overlap
+            + `distill` x mean (1 - cos(P z_img, z_teacher))
+
+    with captions naming the class `name_rate` of the time (a group or the domain `hint_rate`), z_teacher the
+    `teacher` trunk model's unit image embedding and P a (d_teacher, d) map dropped after. Screened in
+    docs/lab/2026-12-05-trunk-world-students.md (name rate 0.08, distillation 40, 2,000 steps)."""
+
+    steps: int = 2000
+    batch: int = 128
+    lr: float = 2e-3
+    name_rate: float = 0.08
+    hint_rate: float = 0.4
+    set_overlap: float = 10.0
+    prompt_overlap: float = 3.0
+    distill: float = 40.0
+    teacher: str = "lite0-linear"
+
+
+@dataclass(frozen=True)
+class StudentProfile:
+    pretrain: StudentRecipe
+    sources: dict  # kind -> SourceRecipe
+
+
+# Sources at lr 2.5e-4: recovery 0.70 / 0.71 and locality 0.32 / 0.32 on two seeds (lr 1e-3: recovery 0.52)
+STUDENT_PROFILES = {
+    "tiny": StudentProfile(StudentRecipe(steps=4, batch=32),
+                           {"full": SourceRecipe(steps=3, batch=8, replay_per_task=4, replay_batch=8),
+                            "lora": SourceRecipe(steps=3, batch=8, lr=1e-2, replay_per_task=4, replay_batch=8)}),
+    "full": StudentProfile(StudentRecipe(), {"full": SourceRecipe(lr=2.5e-4), "lora": SourceRecipe(lr=5e-3)}),
+}
+
+
+def student_hash(profile: str, seed: int) -> str:
+    """The students' declared recipe (their version, specs and profile) on top of the trunk world's recipe."""
+    record = {"trunk": recipe_hash(check_profile(profile), seed), "version": STUDENT_VERSION,
+              "students": {name: asdict(spec) for name, spec in STUDENTS.items()},
+              "profile": asdict(STUDENT_PROFILES[profile])}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
 def check_profile(profile: str) -> TrunkProfile:
     if profile not in PROFILES:
         raise InvalidInputError(f"unknown trunk world profile {profile!r}; use one of {', '.join(PROFILES)}")
