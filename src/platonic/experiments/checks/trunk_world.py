@@ -8,6 +8,7 @@ into the trunk world's directory (once; cached).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..setups.trunk_world import trunk_world_parts
@@ -22,6 +23,7 @@ def trunk_world_report(path, progress: bool = False, force: bool = False, diagno
     from ...world.image.data import CONTROL_NAMES, TASK_NAMES
     from ...world.image.trunkworld.build import ensure_sources
     from ...world.image.trunkworld.recipe import MODEL_NAMES, STUDENT_NAMES
+    from ...world.image.trunkworld.students import MARKER as STUDENTS_MARKER
     from ...world.image.trunkworld.students import ensure_students
     from .report import markdown_report
 
@@ -30,12 +32,21 @@ def trunk_world_report(path, progress: bool = False, force: bool = False, diagno
         if students:
             ensure_students(path, ("full", "lora"), progress=progress)
         names = MODEL_NAMES + STUDENT_NAMES if students else MODEL_NAMES
-        return measure_parts(trunk_world_parts(Path(path), models=list(names)), progress=progress,
-                             diagnostics=diagnostics, fit_iterations=fit_iterations(path))
+        report = measure_parts(trunk_world_parts(Path(path), models=list(names)), progress=progress,
+                               diagnostics=diagnostics, fit_iterations=fit_iterations(path))
+        if students:
+            report["students_build"] = json.loads((Path(path) / STUDENTS_MARKER).read_text())
+        return report
 
     def markdown(report: dict) -> str:
         title = "platonic trunk world report" + (", with the towers trained from scratch" if students else "")
-        return markdown_report(report, TASK_NAMES, CONTROL_NAMES, title=title)
+        page = markdown_report(report, TASK_NAMES, CONTROL_NAMES, title=title)
+        if "students_build" in report:
+            built = report["students_build"]
+            pre = ", ".join(f"{n} {r['seconds']:.0f} s ({r['steps']} steps)" for n, r in built["pretrain"].items())
+            times = ", ".join(f"{k} {v:.0f} s" for k, v in built["timings_s"].items())
+            page += f"\nStudents ({built['recipe']}): built in {times}; pre-training {pre}.\n"
+        return page
 
     return write_report(path, measure, markdown, force=force, bars=trunk_world_checks,
                         name="report-students" if students else "report")

@@ -49,7 +49,7 @@ class FrozenModels(Mapping):
     the build's train activations kept (no train image runs through the trunk again)."""
 
     def __init__(self, world: TrunkWorldParts):
-        self.world, self._made = world, {}
+        self.world, self._made, self._images = world, {}, {}
 
     def __getitem__(self, name: str):
         if name not in self._made:
@@ -59,8 +59,10 @@ class FrozenModels(Mapping):
             model = self.world.models[name]  # KeyError for an unknown name, as a dict
             acts, _ = load_weights(self.world.path / "activations" / f"{name}.safetensors")
             data = self.world.data
-            keep = [s for s in acts if s in data and len(acts[s]) == len(data[s].train.labels)]
-            remember = (torch.cat([data[s].train.images for s in keep]), torch.cat([acts[s] for s in keep])) if keep else None
+            keep = tuple(s for s in acts if s in data and len(acts[s]) == len(data[s].train.labels))
+            if keep and keep not in self._images:  # the same train images for every model: joined once
+                self._images[keep] = torch.cat([data[s].train.images for s in keep])
+            remember = (self._images[keep], torch.cat([acts[s] for s in keep])) if keep else None
             self._made[name] = frozen_trunk_model(model, remember)
         return self._made[name]
 

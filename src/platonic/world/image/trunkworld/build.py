@@ -166,6 +166,33 @@ def write_inputs(path: Path, profile: str, seed: int, progress: bool = True) -> 
     return timings
 
 
+def pretrain_then_sources(pretrain, names, args: tuple, kinds, workers: int, lines: LineProgress,
+                          pretrained: bool = False) -> tuple[dict, list[dict]]:
+    """On `workers` worker processes: `pretrain(*args, name)` for every name, and as each is done the sources of
+    `kinds` of it on every task (`job_sources`); with `pretrained`, the sources only. Returns (name -> pre-training
+    result, [source results])."""
+    pre_stats, src_stats = {}, []
+    tasks = world_data.TASK_NAMES
+    with worker_pool(workers) as pool:
+        if pretrained:
+            pending = {pool.submit(job_sources, *args, m, t, kinds): ("src", (m, t)) for m in names for t in tasks}
+        else:
+            pending = {pool.submit(pretrain, *args, m): ("pre", m) for m in names}
+        while pending:
+            fut = next(as_completed(list(pending)))
+            stage, what = pending.pop(fut)
+            res = fut.result()
+            if stage == "pre":
+                pre_stats[what] = res
+                lines.step(f"pre-trained {what}")
+                for t in tasks:
+                    pending[pool.submit(job_sources, *args, what, t, kinds)] = ("src", (what, t))
+            else:
+                src_stats.append(res)
+                lines.step(f"sources {'/'.join(what)}")
+    return pre_stats, src_stats
+
+
 def _run_sources(path: Path, profile: str, seed: int, kinds, workers: int, lines: LineProgress) -> list[dict]:
     jobs = [(m, t) for m in MODEL_NAMES for t in world_data.TASK_NAMES]
     results = []
@@ -221,22 +248,8 @@ def build_trunk_world(profile: str = "full", seed: int = 0, root: Path | None = 
     lines.note(f"started in {path}")
     timings = write_inputs(path, profile, seed, progress=progress)
     args = (str(path), profile, seed)
-    pre_stats, src_stats = {}, []
     t0 = time.perf_counter()
-    with worker_pool(workers) as pool:
-        pending = {pool.submit(job_pretrain, *args, m): ("pre", m) for m in MODEL_NAMES}
-        while pending:
-            fut = next(as_completed(list(pending)))
-            stage, what = pending.pop(fut)
-            res = fut.result()
-            if stage == "pre":
-                pre_stats[what] = res
-                lines.step(f"pre-trained {what}")
-                for t in world_data.TASK_NAMES:
-                    pending[pool.submit(job_sources, *args, what, t, kinds)] = ("src", (what, t))
-            else:
-                src_stats.append(res)
-                lines.step(f"sources {'/'.join(what)}")
+    pre_stats, src_stats = pretrain_then_sources(job_pretrain, MODEL_NAMES, args, kinds, workers, lines)
     timings["train"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_all
     build = {"profile": profile, "seed": seed, "world_version": TRUNK_WORLD_VERSION, "recipe": path.name, "workers": workers, "threads_per_worker": 1,

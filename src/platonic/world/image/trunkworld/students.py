@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from concurrent.futures import as_completed
 from dataclasses import asdict
 from pathlib import Path
 
@@ -25,13 +24,13 @@ import torch.nn.functional as F
 
 from ....progress import LineProgress
 from ....storage import atomic_write
-from ...common.jobs import build_workers, set_determinism, worker_pool
+from ...common.jobs import build_workers, set_determinism
 from ...common.losses import contrastive_loss, prompt_overlap, set_overlap
 from ...common.weights import load_weights, save_weights
 from .. import data as world_data
 from ..build import check_kinds
 from ..openclip_models import build_openclip_model, quiet_open_clip, write_openclip_dir
-from .build import job_sources, model_spec, read_captions, read_data, require_built
+from .build import model_spec, pretrain_then_sources, read_captions, read_data, require_built
 from .pretrain import MAX_LOG_SCALE, CaptionDraw, CappedScale, schedule
 from .recipe import STUDENT_NAMES, STUDENT_PROFILES, STUDENTS, StudentRecipe, student_hash
 from .tower import Above, activations, model_input
@@ -152,27 +151,13 @@ def ensure_students(path: Path, kinds=("full",), progress: bool = True, workers:
     total = (0 if have else len(STUDENT_NAMES)) + len(STUDENT_NAMES) * len(world_data.TASK_NAMES)
     lines = LineProgress(total, f"trunk world ({profile}): students, {' and '.join(missing)} sources", enabled=progress)
     t0 = time.perf_counter()
-    with worker_pool(build_workers(workers)) as pool:
-        if have:
-            pending = {pool.submit(job_sources, *args, m, t, missing): ("src", m) for m in STUDENT_NAMES
-                       for t in world_data.TASK_NAMES}
-        else:
-            pending = {pool.submit(job_student, *args, m): ("pre", m) for m in STUDENT_NAMES}
-        while pending:
-            fut = next(as_completed(list(pending)))
-            stage, name = pending.pop(fut)
-            res = fut.result()
-            if stage == "pre":
-                record["pretrain"][name] = res
-                lines.step(f"pre-trained {name}")
-                for t in world_data.TASK_NAMES:
-                    pending[pool.submit(job_sources, *args, name, t, missing)] = ("src", name)
-            else:
-                record["finetune_seconds"].setdefault(f"{res['model']}/{res['task']}", {}).update(
-                    {k: res[k] for k in missing})
-                lines.step(f"sources {res['model']}/{res['task']}")
+    pre_stats, src_stats = pretrain_then_sources(job_student, STUDENT_NAMES, args, missing, build_workers(workers),
+                                                 lines, pretrained=bool(have))
+    record["pretrain"].update(pre_stats)
+    for res in src_stats:
+        record["finetune_seconds"].setdefault(f"{res['model']}/{res['task']}", {}).update({k: res[k] for k in missing})
     record["timings_s"][f"students_{'_'.join(missing)}"] = time.perf_counter() - t0
-    record.update(recipe=student_hash(profile, seed), kinds=[k for k in check_kinds((*have, *missing))],
+    record.update(recipe=student_hash(profile, seed), kinds=list(check_kinds((*have, *missing))),
                   students={n: asdict(STUDENTS[n]) for n in STUDENT_NAMES},
                   profile={"pretrain": asdict(STUDENT_PROFILES[profile].pretrain),
                            "sources": {k: asdict(v) for k, v in STUDENT_PROFILES[profile].sources.items()}})
