@@ -110,10 +110,13 @@ PROFILES = {
 # -- towers trained from scratch (the "students"), built on request beside the trunk models ------------------------
 
 STUDENT_VERSION = "students-1"  # bump with any change of code that alters what a student build makes
+# open_clip's ModifiedResNet, 32 px canonical images (no resize), layer4 + attention pool above the cut; two of the
+# same architecture from different seeds, the same-architecture pair of weight_space's transports
+_RESNET = dict(tower="resnet", image_size=32, width=32, layers=(1, 1, 1, 1), head_width=32, embed_dim=144,
+               mean=(0.5,) * 3, std=(0.25,) * 3, text_proj="linear", loss="clip")
 STUDENTS: dict[str, OpenClipWorldSpec] = {spec.name: spec for spec in (
-    # open_clip's ModifiedResNet, 32 px canonical images (no resize), layer4 + attention pool above the cut
-    OpenClipWorldSpec("scratch-resnet", tower="resnet", image_size=32, width=32, layers=(1, 1, 1, 1), head_width=32,
-                      embed_dim=144, mean=(0.5,) * 3, std=(0.25,) * 3, text_proj="linear", loss="clip", seed=500),
+    OpenClipWorldSpec("scratch-resnet", seed=500, **_RESNET),
+    OpenClipWorldSpec("scratch-resnet-b", seed=501, **_RESNET),
 )}
 STUDENT_NAMES = tuple(STUDENTS)
 
