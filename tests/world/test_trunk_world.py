@@ -167,6 +167,26 @@ def test_a_student_is_built_on_request_beside_the_trunk_models_and_keyed_on_its_
     assert built_students(tiny_trunk_world) == ()
 
 
+def test_the_report_with_the_students_reads_them_and_is_measured_again_when_they_are_rebuilt(tiny_trunk_world,
+                                                                                           monkeypatch):
+    from platonic.experiments.checks import trunk_world as trunk_checks
+
+    report = trunk_checks.trunk_world_report(tiny_trunk_world, students=True, diagnostics=False)
+    assert set(report["models"]) == set(recipe.MODEL_NAMES + recipe.STUDENT_NAMES)
+    built = report["students_build"]["recipe"]
+    assert built == recipe.student_hash("tiny", 0) and f"Students ({built})" in (
+        tiny_trunk_world / "report-students.md").read_text()
+    asked = []
+    monkeypatch.setattr(trunk_checks, "write_report", lambda path, measure, markdown, force=False, bars=None,
+                        name="report": asked.append((name, force)) or {})
+    trunk_checks.trunk_world_report(tiny_trunk_world, students=True)
+    assert asked[-1] == ("report-students", False)  # current: read back
+    monkeypatch.setattr(recipe, "STUDENT_VERSION", "rebuilt")  # another student recipe: rebuilt, measured again
+    trunk_checks.trunk_world_report(tiny_trunk_world, students=True)
+    assert asked[-1] == ("report-students", True)
+    assert json.loads((tiny_trunk_world / "STUDENTS.json").read_text())["recipe"] == recipe.student_hash("tiny", 0) != built
+
+
 def test_the_engine_reads_the_trunk_world(tiny_trunk_world, tmp_path, monkeypatch):
     from platonic.experiments.setups import trunk_world_setup
     from platonic.world.image.trunkworld.frozen import FrozenTrunkEncoder

@@ -19,7 +19,7 @@ def trunk_world_report(path, progress: bool = False, force: bool = False, diagno
                        students: bool = False) -> dict:
     """The trunk world's report (measured once, then read from report.json); both source kinds are built first.
     students: the report of the trunk models and the towers trained from scratch together (report-students.json,
-    the students built first where they are not)."""
+    the students built first where they are not, and measured again when they were built since)."""
     from ...world.image.data import CONTROL_NAMES, TASK_NAMES
     from ...world.image.trunkworld.build import ensure_sources
     from ...world.image.trunkworld.recipe import MODEL_NAMES, STUDENT_NAMES
@@ -27,10 +27,15 @@ def trunk_world_report(path, progress: bool = False, force: bool = False, diagno
     from ...world.image.trunkworld.students import ensure_students
     from .report import markdown_report
 
+    if students:
+        ensure_students(path, ("full", "lora"), progress=progress)
+        built = json.loads((Path(path) / STUDENTS_MARKER).read_text())
+        stored = Path(path) / "report-students.json"
+        if stored.exists() and json.loads(stored.read_text()).get("students_build", {}).get("recipe") != built["recipe"]:
+            force = True  # the students were built again (another recipe) since this report was measured
+
     def measure() -> dict:
         ensure_sources(path, progress=progress)  # the report reads both source kinds
-        if students:
-            ensure_students(path, ("full", "lora"), progress=progress)
         names = MODEL_NAMES + STUDENT_NAMES if students else MODEL_NAMES
         report = measure_parts(trunk_world_parts(Path(path), models=list(names)), progress=progress,
                                diagnostics=diagnostics, fit_iterations=fit_iterations(path))
