@@ -91,10 +91,9 @@ def model_input(images: torch.Tensor, spec: OpenClipWorldSpec) -> torch.Tensor:
 
 
 def below(visual: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """(B, 3, S, S) model input -> (B, C, h, w), the activations entering the part above the cut."""
-    if cut_of(visual) is RESNET:
-        return visual.layer3(visual.layer2(visual.layer1(visual.stem(x))))
-    for module in _efficientnet_below(visual):
+    """(B, 3, S, S) model input -> (B, C, h, w), the activations entering the part above the cut: the cut's modules
+    below it, in order."""
+    for module in cut_of(visual).below(visual):
         x = module(x)
     return x
 
