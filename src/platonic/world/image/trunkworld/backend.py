@@ -54,7 +54,7 @@ def load_trunk_world_model(name: str, device="cpu", dtype=None, root: Path | Non
         if task is not None and model in MODEL_NAMES:
             ensure_sources(world, (kind,))  # a built world gets a kind's sources on first use (else a no-op)
     if model in STUDENT_NAMES:
-        ensure_students(world, (kind,))
+        ensure_students(world, (kind,), names=(model,))  # this student only
     encoder = _load_encoder(world / "models" / model, f"world:trunk/{name.strip()}", device, dtype)
     if task is not None:
         state, _ = load_weights(world / "sources" / model / f"{task}.{kind}.safetensors")

@@ -60,7 +60,7 @@ def model_spec(name: str, seed: int):
 
 def source_recipes(profile: str, name: str) -> dict:
     """kind -> SourceRecipe of model `name` (a trunk model or a student) in `profile`."""
-    return STUDENT_PROFILES[profile].sources if name in STUDENTS else check_profile(profile).sources
+    return STUDENT_PROFILES[profile].sources_of(name) if name in STUDENTS else check_profile(profile).sources
 
 
 # -- worker side ----------------------------------------------------------------------------------
@@ -166,18 +166,21 @@ def write_inputs(path: Path, profile: str, seed: int, progress: bool = True) -> 
     return timings
 
 
-def pretrain_then_sources(pretrain, names, args: tuple, kinds, workers: int, lines: LineProgress,
-                          pretrained: bool = False) -> tuple[dict, list[dict]]:
-    """On `workers` worker processes: `pretrain(*args, name)` for every name, and as each is done the sources of
-    `kinds` of it on every task (`job_sources`); with `pretrained`, the sources only. Returns (name -> pre-training
-    result, [source results])."""
+def pretrain_then_sources(pretrain, kinds: dict, args: tuple, workers: int, lines: LineProgress,
+                          pretrained=()) -> tuple[dict, list[dict]]:
+    """On `workers` worker processes: `pretrain(*args, name)` for every name of `kinds` (name -> source kinds) not in
+    `pretrained`, and as each is done (at once for those in `pretrained`) the sources of its kinds on every task
+    (`job_sources`). Returns (name -> pre-training result, [source results])."""
     pre_stats, src_stats = {}, []
     tasks = world_data.TASK_NAMES
     with worker_pool(workers) as pool:
-        if pretrained:
-            pending = {pool.submit(job_sources, *args, m, t, kinds): ("src", (m, t)) for m in names for t in tasks}
-        else:
-            pending = {pool.submit(pretrain, *args, m): ("pre", m) for m in names}
+        def sources_of(name):
+            return {pool.submit(job_sources, *args, name, t, kinds[name]): ("src", (name, t))
+                    for t in tasks if kinds[name]}
+
+        pending = {}
+        for name in kinds:
+            pending.update(sources_of(name) if name in pretrained else {pool.submit(pretrain, *args, name): ("pre", name)})
         while pending:
             fut = next(as_completed(list(pending)))
             stage, what = pending.pop(fut)
@@ -185,8 +188,7 @@ def pretrain_then_sources(pretrain, names, args: tuple, kinds, workers: int, lin
             if stage == "pre":
                 pre_stats[what] = res
                 lines.step(f"pre-trained {what}")
-                for t in tasks:
-                    pending[pool.submit(job_sources, *args, what, t, kinds)] = ("src", (what, t))
+                pending.update(sources_of(what))
             else:
                 src_stats.append(res)
                 lines.step(f"sources {'/'.join(what)}")
@@ -249,7 +251,7 @@ def build_trunk_world(profile: str = "full", seed: int = 0, root: Path | None = 
     timings = write_inputs(path, profile, seed, progress=progress)
     args = (str(path), profile, seed)
     t0 = time.perf_counter()
-    pre_stats, src_stats = pretrain_then_sources(job_pretrain, MODEL_NAMES, args, kinds, workers, lines)
+    pre_stats, src_stats = pretrain_then_sources(job_pretrain, {m: kinds for m in MODEL_NAMES}, args, workers, lines)
     timings["train"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_all
     build = {"profile": profile, "seed": seed, "world_version": TRUNK_WORLD_VERSION, "recipe": path.name, "workers": workers, "threads_per_worker": 1,

@@ -111,12 +111,16 @@ PROFILES = {
 
 STUDENT_VERSION = "students-1"  # bump with any change of code that alters what a student build makes
 # open_clip's ModifiedResNet, 32 px canonical images (no resize), layer4 + attention pool above the cut; two of the
-# same architecture from different seeds, the same-architecture pair of weight_space's transports
-_RESNET = dict(tower="resnet", image_size=32, width=32, layers=(1, 1, 1, 1), head_width=32, embed_dim=144,
-               mean=(0.5,) * 3, std=(0.25,) * 3, text_proj="linear", loss="clip")
+# same architecture from different seeds, the same-architecture pair of weight_space's transports. open_clip's
+# VisionTransformer (patch 8 on 32 px: 16 tokens and a class token), its last block and head above the cut: the
+# attention tower of the OrthoReg benchmark's ATT-FT / LoRA-ATT (docs/lab/2026-12-05-trunk-world-students.md)
+_WORLD_INPUT = dict(image_size=32, mean=(0.5,) * 3, std=(0.25,) * 3, text_proj="linear", loss="clip")
+_RESNET = dict(tower="resnet", width=32, layers=(1, 1, 1, 1), head_width=32, embed_dim=144, **_WORLD_INPUT)
+_VIT = dict(tower="vit", width=64, layers=4, patch_size=8, head_width=16, embed_dim=128, **_WORLD_INPUT)
 STUDENTS: dict[str, OpenClipWorldSpec] = {spec.name: spec for spec in (
     OpenClipWorldSpec("scratch-resnet", seed=500, **_RESNET),
     OpenClipWorldSpec("scratch-resnet-b", seed=501, **_RESNET),
+    OpenClipWorldSpec("scratch-vit", seed=510, **_VIT),
 )}
 STUDENT_NAMES = tuple(STUDENTS)
 
@@ -148,24 +152,45 @@ class StudentRecipe:
 @dataclass(frozen=True)
 class StudentProfile:
     pretrain: StudentRecipe
-    sources: dict  # kind -> SourceRecipe
+    sources: dict  # tower family ("resnet", "vit") -> kind -> SourceRecipe
+
+    def sources_of(self, name: str) -> dict:
+        """kind -> SourceRecipe of student `name`."""
+        return self.sources[STUDENTS[name].tower]
 
 
-# Sources at lr 2.5e-4: recovery 0.70 / 0.71 and locality 0.32 / 0.32 on two seeds (lr 1e-3: recovery 0.52)
+# ResNet sources at lr 1.5e-4: on the built students' subsample, locality 0.31 / 0.20 and recovery 0.72 / 0.76 (at
+# 2.5e-4, built: 0.37 / 0.25 and 0.68 / 0.75; research/student_source_lr.py; lr 1e-3: recovery 0.52). The ViT's
+# last block at lr 1e-3: recovery 0.65-0.80, locality 0.30-0.38 on three seeds (research/trunk_student_screen.py)
+_TINY_SOURCES = {"full": SourceRecipe(steps=3, batch=8, replay_per_task=4, replay_batch=8),
+                 "lora": SourceRecipe(steps=3, batch=8, lr=1e-2, replay_per_task=4, replay_batch=8)}
 STUDENT_PROFILES = {
-    "tiny": StudentProfile(StudentRecipe(steps=4, batch=32),
-                           {"full": SourceRecipe(steps=3, batch=8, replay_per_task=4, replay_batch=8),
-                            "lora": SourceRecipe(steps=3, batch=8, lr=1e-2, replay_per_task=4, replay_batch=8)}),
-    "full": StudentProfile(StudentRecipe(), {"full": SourceRecipe(lr=2.5e-4), "lora": SourceRecipe(lr=5e-3)}),
+    "tiny": StudentProfile(StudentRecipe(steps=4, batch=32), {"resnet": _TINY_SOURCES, "vit": _TINY_SOURCES}),
+    "full": StudentProfile(StudentRecipe(), {"resnet": {"full": SourceRecipe(lr=1.5e-4), "lora": SourceRecipe(lr=5e-3)},
+                                             "vit": {"full": SourceRecipe(lr=1e-3), "lora": SourceRecipe(lr=5e-3)}}),
 }
 
 
-def student_hash(profile: str, seed: int) -> str:
-    """The students' declared recipe (their version, specs and profile) on top of the trunk world's recipe."""
-    record = {"trunk": recipe_hash(check_profile(profile), seed), "version": STUDENT_VERSION,
-              "students": {name: asdict(spec) for name, spec in STUDENTS.items()},
-              "profile": asdict(STUDENT_PROFILES[profile])}
+def _digest(record: dict) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def student_pretrain_hash(profile: str, seed: int, name: str) -> str:
+    """Student `name`'s pre-training recipe (the students' version, its spec, the pre-training) on top of the trunk
+    world's recipe: what its pre-trained model and activations depend on."""
+    return _digest({"trunk": recipe_hash(check_profile(profile), seed), "version": STUDENT_VERSION,
+                    "student": asdict(STUDENTS[name]), "pretrain": asdict(STUDENT_PROFILES[profile].pretrain)})
+
+
+def student_hash(profile: str, seed: int, name: str) -> str:
+    """Student `name`'s whole recipe: its pre-training (`student_pretrain_hash`) and its sources."""
+    return _digest({"pretrain": student_pretrain_hash(profile, seed, name),
+                    "sources": {kind: asdict(r) for kind, r in STUDENT_PROFILES[profile].sources_of(name).items()}})
+
+
+def students_hash(profile: str, seed: int) -> str:
+    """Every student's recipe at once (`student_hash` by name): what a report on all of them depends on."""
+    return _digest({name: student_hash(profile, seed, name) for name in STUDENT_NAMES})
 
 
 def check_profile(profile: str) -> TrunkProfile:
@@ -183,7 +208,7 @@ def recipe_record(profile: TrunkProfile, seed: int) -> dict:
 
 
 def recipe_hash(profile: TrunkProfile, seed: int) -> str:
-    return hashlib.sha256(json.dumps(recipe_record(profile, seed), sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return _digest(recipe_record(profile, seed))
 
 
 def trunk_world_dir(profile: str = "full", seed: int = 0, root: Path | None = None) -> Path:

@@ -23,7 +23,7 @@ import torch
 
 from ....hashing import update_with_tensor
 from ....models.open_clip_backend import OpenClipEncoder
-from .tower import Above, below, cut_of
+from .tower import CUT_MODULES, Above, below, cut_of
 
 CACHE_BYTES = 1 << 30  # 1 GiB of activations; least recently used batches go first
 
@@ -72,12 +72,12 @@ ACTIVATIONS = ActivationCache()
 
 def below_digest(visual) -> str | None:
     """sha256 over the weights below the cut and their modules' classes; None when a module there is not timm's,
-    open_clip's or torch's own (a wrapper such as a LoRA layer), so nothing below may be cached."""
+    open_clip's or torch's own or the cut's (a wrapper such as a LoRA layer), so nothing below may be cached."""
     h = hashlib.sha256()
     for top in cut_of(visual).below(visual):
         for name, module in top.named_modules():
             kind = type(module).__module__
-            if not kind.startswith(("timm.", "open_clip.", "torch.")):
+            if not kind.startswith(("timm.", "open_clip.", "torch.")) and not isinstance(module, CUT_MODULES):
                 return None
             h.update(f"{name}:{kind}.{type(module).__name__};".encode())
         for name, tensor in top.state_dict().items():

@@ -1,14 +1,17 @@
 """Towers trained from scratch in the trunk world ("students"), built on request beside its trunk models.
 
-A student (`recipe.STUDENTS`: open_clip's ModifiedResNet) is a real open_clip model on the frozen MiniLM, drawn from
+A student (`recipe.STUDENTS`: two of open_clip's ModifiedResNet, one of its VisionTransformer) is a real open_clip model on the frozen MiniLM, drawn from
 random weights and pre-trained on every train image of the world's sets (`pretrain_student`, the loss of
 `recipe.StudentRecipe`: the world's CLIP loss and overlap terms plus a distillation term towards a trunk model's
-image embedding). Its sources are the trunk world's (`sources.train_source` on activations below its cut:
-layer4 + attention pool, or LoRA on layer4's convolutions).
+image embedding). Its sources are the trunk world's (`sources.train_source` on activations below its cut, per
+tower family `tower.cut_of`: layer4 + attention pool, or LoRA on layer4's convolutions; the ViT's last block and
+head, or LoRA on its attention).
 
 Built files sit beside the trunk models' (models/NAME/, activations/NAME.safetensors, sources/NAME/TASK.KIND...),
-and `STUDENTS.json` says which students and kinds are built under which recipe (`recipe.student_hash`); a
-student build does not touch the trunk models, and a changed student recipe rebuilds the students only.
+and `STUDENTS.json` says which kinds of which student are built under which recipe (`recipe.student_hash`, one
+per student). A student is built on request, alone (`ensure_students(path, kinds, names)`); a student build does
+not touch the trunk models or the other students, and a changed recipe rebuilds that student only: its sources
+alone when only their recipe changed (`recipe.student_pretrain_hash` keys the pre-training).
 """
 
 from __future__ import annotations
@@ -22,18 +25,20 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ....errors import InvalidInputError
 from ....progress import LineProgress
 from ....storage import atomic_write
 from ...common.jobs import build_workers, set_determinism
 from ...common.losses import contrastive_loss, prompt_overlap, set_overlap
 from ...common.weights import load_weights, save_weights
 from .. import data as world_data
-from ..build import check_kinds
+from ..build import KINDS, check_kinds
 from ..openclip_models import build_openclip_model, quiet_open_clip, write_openclip_dir
 from .build import model_spec, pretrain_then_sources, read_captions, read_data, require_built
 from .pretrain import MAX_LOG_SCALE, CaptionDraw, CappedScale, schedule
-from .recipe import STUDENT_NAMES, STUDENT_PROFILES, STUDENTS, StudentRecipe, student_hash
-from .tower import Above, activations, model_input
+from .recipe import (STUDENT_NAMES, STUDENT_PROFILES, STUDENTS, StudentRecipe, student_hash, student_pretrain_hash,
+                     students_hash)
+from .tower import Above, activations, cut_of, model_input
 
 MARKER = "STUDENTS.json"
 SETS = world_data.TASK_NAMES + world_data.CONTROL_NAMES
@@ -113,54 +118,88 @@ def job_student(path: str, profile: str, seed: int, name: str) -> dict:
     stats["seconds"] = time.perf_counter() - t0
     model.eval()
     acts = {s: activations(model.visual, data[s].train.images, spec) for s in SETS}
-    save_weights(path / "activations" / f"{name}.safetensors", acts, {"model": name, "below": "stem + layer1-3"})
+    save_weights(path / "activations" / f"{name}.safetensors", acts, {"model": name, "below": cut_of(model.visual).family})
     write_openclip_dir(model, spec, path / "models" / name)
     return {"model": name, **stats}
 
 
-def built_students(path: Path) -> tuple[str, ...]:
-    """The source kinds of the students built at `path` under the current student recipe; () if none are."""
-    marker = Path(path) / MARKER
-    if not marker.exists():
-        return ()
-    record = json.loads(marker.read_text())
-    build = json.loads((Path(path) / "build.json").read_text())
-    if record.get("recipe") != student_hash(build["profile"], int(build["seed"])):
-        return ()
-    return tuple(record.get("kinds", ()))
+def check_students(names) -> tuple[str, ...]:
+    """`names` as a tuple, each a declared student (`recipe.STUDENTS`); an unknown name is refused."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    unknown = [n for n in names if n not in STUDENTS]
+    if unknown or not names:
+        raise InvalidInputError(f"unknown trunk world student(s) {', '.join(unknown) or '(none given)'}; the students "
+                                f"are {', '.join(STUDENT_NAMES)}")
+    return names
 
 
-def ensure_students(path: Path, kinds=("full",), progress: bool = True, workers: int | None = None) -> Path:
-    """Build what the built trunk world at `path` lacks of its students: the pre-trained students (again when their
-    recipe changed) and their sources of `kinds`. Returns `path`; the trunk models are left as they are."""
-    path = require_built(path)
-    kinds = check_kinds(kinds)
-    have = built_students(path)
-    if set(kinds) <= set(have):
-        return path
+def _marker(path: Path) -> dict:
+    """The students' build record at `path`: "built" (name -> its recipe, pre-training recipe, kinds, statistics),
+    "timings_s"; an empty one when none (or a record of an earlier layout) is there."""
+    record = json.loads((path / MARKER).read_text()) if (path / MARKER).exists() else {}
+    return record if "built" in record else {"built": {}, "timings_s": {}}
+
+
+def _world(path: Path) -> tuple[str, int]:
     build = json.loads((path / "build.json").read_text())
-    profile, seed = build["profile"], int(build["seed"])
-    args = (str(path), profile, seed)
-    record = json.loads((path / MARKER).read_text()) if have else {"timings_s": {}, "pretrain": {}, "finetune_seconds": {}}
-    if not have:
-        (path / MARKER).unlink(missing_ok=True)
-        for name in STUDENT_NAMES:
+    return build["profile"], int(build["seed"])
+
+
+def built_students(path: Path, names=STUDENT_NAMES) -> tuple[str, ...]:
+    """The source kinds built at `path` for every student of `names` under its current recipe; () if one of them
+    is not built."""
+    path, names = Path(path), check_students(names)
+    profile, seed = _world(path)
+    built = _marker(path)["built"]
+    have = [set(built[n]["kinds"]) if built.get(n, {}).get("recipe") == student_hash(profile, seed, n) else set()
+            for n in names]
+    return tuple(k for k in KINDS if all(k in h for h in have))
+
+
+def ensure_students(path: Path, kinds=("full",), names=STUDENT_NAMES, progress: bool = True,
+                    workers: int | None = None) -> Path:
+    """Build what the built trunk world at `path` lacks of students `names`: a student pre-trained again when its
+    pre-training recipe changed, its sources again when its recipe changed, and its sources of `kinds`. Returns
+    `path`; the trunk models and the other students are left as they are."""
+    path = require_built(path)
+    kinds, names = check_kinds(kinds), check_students(names)
+    if set(kinds) <= set(built_students(path, names)):
+        return path
+    profile, seed = _world(path)
+    record = _marker(path)
+    todo, pretrained = {}, set()
+    for name in names:
+        entry = record["built"].get(name, {})
+        if entry.get("pretrain_recipe") == student_pretrain_hash(profile, seed, name):
+            pretrained.add(name)
+        else:  # not built, or pre-trained under another recipe
+            entry = {}
             shutil.rmtree(path / "models" / name, ignore_errors=True)
+        if entry.get("recipe") != student_hash(profile, seed, name):  # sources of another recipe (or none)
+            entry = {**entry, "kinds": [], "finetune_seconds": {}}
             shutil.rmtree(path / "sources" / name, ignore_errors=True)
-    missing = tuple(k for k in kinds if k not in have)
-    total = (0 if have else len(STUDENT_NAMES)) + len(STUDENT_NAMES) * len(world_data.TASK_NAMES)
-    lines = LineProgress(total, f"trunk world ({profile}): students, {' and '.join(missing)} sources", enabled=progress)
+        record["built"][name] = entry
+        todo[name] = tuple(k for k in kinds if k not in entry["kinds"])
+    jobs = sum(name not in pretrained for name in names) + sum(bool(k) for k in todo.values()) * len(world_data.TASK_NAMES)
+    lines = LineProgress(jobs, f"trunk world ({profile}): students {', '.join(names)}", enabled=progress)
     t0 = time.perf_counter()
-    pre_stats, src_stats = pretrain_then_sources(job_student, STUDENT_NAMES, args, missing, build_workers(workers),
-                                                 lines, pretrained=bool(have))
-    record["pretrain"].update(pre_stats)
+    pre_stats, src_stats = pretrain_then_sources(job_student, todo, (str(path), profile, seed), build_workers(workers),
+                                                 lines, pretrained=pretrained)
     for res in src_stats:
-        record["finetune_seconds"].setdefault(f"{res['model']}/{res['task']}", {}).update({k: res[k] for k in missing})
-    record["timings_s"][f"students_{'_'.join(missing)}"] = time.perf_counter() - t0
-    record.update(recipe=student_hash(profile, seed), kinds=list(check_kinds((*have, *missing))),
-                  students={n: asdict(STUDENTS[n]) for n in STUDENT_NAMES},
-                  profile={"pretrain": asdict(STUDENT_PROFILES[profile].pretrain),
-                           "sources": {k: asdict(v) for k, v in STUDENT_PROFILES[profile].sources.items()}})
+        seconds = record["built"][res["model"]]["finetune_seconds"].setdefault(res["task"], {})
+        seconds.update({k: res[k] for k in todo[res["model"]]})
+    for name in names:
+        entry = record["built"][name]
+        entry.update(recipe=student_hash(profile, seed, name), pretrain_recipe=student_pretrain_hash(profile, seed, name),
+                     kinds=list(check_kinds((*entry["kinds"], *todo[name]))), spec=asdict(STUDENTS[name]),
+                     sources={k: asdict(v) for k, v in STUDENT_PROFILES[profile].sources_of(name).items()})
+        if name in pre_stats:
+            entry["pretrain"] = pre_stats[name]
+    built_kinds = sorted({k for name_kinds in todo.values() for k in name_kinds})
+    record["timings_s"][f"{'+'.join(names)}: {'+'.join(built_kinds)}"] = time.perf_counter() - t0
+    every = all(record["built"].get(n, {}).get("recipe") == student_hash(profile, seed, n) for n in STUDENT_NAMES)
+    record.update(recipe=students_hash(profile, seed) if every else None,  # what a report on all of them reads
+                  pretrain=asdict(STUDENT_PROFILES[profile].pretrain))
     atomic_write(path / MARKER, lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1, sort_keys=True)))
     lines.note("students complete")
     return path

@@ -6,7 +6,10 @@ run only what is above them (`Above`). Two tower families have a cut (`cut_of`):
 - open_clip's timm tower on an EfficientNet trunk (`visual.trunk`): below = stem and every stage but the last;
   above = the last stage, the 1x1 head convolution and its batch norm, the trunk's pooling, open_clip's head;
 - open_clip's ModifiedResNet (a tower trained from scratch): below = the stem and layer1-3; above = layer4 and the
-  attention pool.
+  attention pool;
+- open_clip's VisionTransformer (a tower trained from scratch; class-token pooling, batch-first tokens): below = the
+  patch and position embeddings, ln_pre and every residual block but the last; above = the last block, then ln_post
+  on the class token and the projection.
 
 For every input x (B, 3, S, S), normalised as the model's preprocessing does (`model_input`):
 
@@ -68,20 +71,68 @@ def _resnet_above(visual) -> list[tuple[str, nn.Module, str]]:
     return [("stage", visual.layer4, "visual.layer4"), ("head", visual.attnpool, "visual.attnpool")]
 
 
+class VitEmbeds(nn.Module):
+    """A VisionTransformer's token embedding, its own parameters shared: (B, 3, S, S) -> (B, 1 + g^2, w) tokens
+    (open_clip's `_embeds`: patch convolution, class token, positions, patch dropout, ln_pre)."""
+
+    def __init__(self, visual):
+        super().__init__()
+        self.conv1, self.class_embedding, self.positional_embedding = visual.conv1, visual.class_embedding, visual.positional_embedding
+        self.patch_dropout, self.ln_pre = visual.patch_dropout, visual.ln_pre
+        self._tower_class = type(visual)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._tower_class._embeds(self, x)  # open_clip's own code, on exactly these modules
+
+
+class VitHead(nn.Module):
+    """A VisionTransformer's head above its last block, its own parameters shared: (B, L, w) tokens ->
+    ln_post(tokens[:, 0]) @ proj (B, d), as open_clip pools with pool_type "tok" and no attention pool."""
+
+    def __init__(self, visual):
+        super().__init__()
+        self.ln_post, self.proj = visual.ln_post, visual.proj
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.ln_post(tokens)[:, 0] @ self.proj
+
+
+def _vit_below(visual) -> list[nn.Module]:
+    return [VitEmbeds(visual), *visual.transformer.resblocks[:-1]]
+
+
+def _vit_above(visual) -> list[tuple[str, nn.Module, str]]:
+    last = len(visual.transformer.resblocks) - 1
+    return [("stage", visual.transformer.resblocks[last], f"visual.transformer.resblocks.{last}"),
+            ("head", VitHead(visual), "visual")]
+
+
 EFFICIENTNET = TowerCut("efficientnet", _efficientnet_below, _efficientnet_above, ("conv_pw", "conv_pwl", "conv_head"),
                         "last stage + head")
 RESNET = TowerCut("modified-resnet", _resnet_below, _resnet_above, ("conv1", "conv2", "conv3"),
                   "layer4 + attention pool")
+VIT = TowerCut("vit", _vit_below, _vit_above, ("attn",), "last residual block + ln_post + projection")
+CUT_MODULES = (VitEmbeds, VitHead)  # the cuts' own modules: they run the tower's parameters as open_clip does
+
+
+def _plain_vit(visual) -> bool:
+    return (getattr(visual, "attn_pool", None) is None and getattr(visual, "pool_type", None) == "tok"
+            and not getattr(visual, "final_ln_after_pool", False) and visual.proj is not None
+            and getattr(visual.transformer, "batch_first", False))
 
 
 def cut_of(visual: nn.Module) -> TowerCut:
-    """The cut of an open_clip image tower: EfficientNet trunks (timm) and ModifiedResNet; others are refused."""
+    """The cut of an open_clip image tower: EfficientNet trunks (timm), ModifiedResNet and a plain VisionTransformer
+    (class-token pooling, a projection, no attention pool); others are refused."""
     if hasattr(visual, "trunk") and hasattr(visual.trunk, "blocks") and hasattr(visual.trunk, "conv_head"):
         return EFFICIENTNET
     if all(hasattr(visual, a) for a in ("stem", "layer3", "layer4", "attnpool")):
         return RESNET
+    if all(hasattr(visual, a) for a in ("_embeds", "transformer", "ln_post", "proj")) and _plain_vit(visual):
+        return VIT
     raise InvalidInputError(f"no cut is defined for the image tower {type(visual).__name__}; the trunk world cuts "
-                            "timm EfficientNet trunks and open_clip's ModifiedResNet")
+                            "timm EfficientNet trunks, open_clip's ModifiedResNet and its VisionTransformer with "
+                            "class-token pooling, a projection and no attention pool")
 
 
 def model_input(images: torch.Tensor, spec: OpenClipWorldSpec) -> torch.Tensor:
@@ -91,8 +142,8 @@ def model_input(images: torch.Tensor, spec: OpenClipWorldSpec) -> torch.Tensor:
 
 
 def below(visual: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """(B, 3, S, S) model input -> (B, C, h, w), the activations entering the part above the cut: the cut's modules
-    below it, in order."""
+    """(B, 3, S, S) model input -> the activations entering the part above the cut: the cut's modules below it, in
+    order. (B, C, h, w) maps for the convolutional towers, (B, 1 + g^2, w) tokens for a ViT."""
     for module in cut_of(visual).below(visual):
         x = module(x)
     return x
@@ -100,16 +151,17 @@ def below(visual: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 @torch.inference_mode()
 def activations(visual: nn.Module, images: torch.Tensor, spec: OpenClipWorldSpec) -> torch.Tensor:
-    """`below` of canonical uint8 images (n, 3, s, s), in batches of 256: (n, C, h, w) float32."""
+    """`below` of canonical uint8 images (n, 3, s, s), in batches of 256: (n, C, h, w) maps or (n, L, w) tokens,
+    float32."""
     visual.eval()
     out = [below(visual, model_input(images[i:i + BATCH], spec)) for i in range(0, len(images), BATCH)]
     return torch.cat(out) if out else torch.zeros(0)
 
 
 class Above(nn.Module):
-    """The tower above the cached activations: (B, C, h, w) -> trunk features (`trunk_features`: every part but the
-    head; (B, F) pooled, or the (B, F, h', w') map an attention-pool head reads) -> (B, d) through the head
-    (`forward`). Its parts are named as the cut names them ("stage", ..., "head")."""
+    """The tower above the cached activations: (B, C, h, w) maps or (B, L, w) tokens -> trunk features
+    (`trunk_features`: every part but the head; (B, F) pooled, the (B, F, h', w') map an attention-pool head reads, or
+    a ViT's (B, L, w) tokens) -> (B, d) through the head (`forward`). Its parts are named as the cut names them ("stage", ..., "head")."""
 
     def __init__(self, visual: nn.Module, copy: bool = False):
         super().__init__()
