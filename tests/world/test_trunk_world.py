@@ -391,6 +391,21 @@ def test_a_model_frozen_below_the_cut_gives_its_embeddings_and_fine_tunes_only_a
     assert all(torch.equal(before[k], v) for k, v in model.module.state_dict().items())
 
 
+def test_att_ft_and_lora_att_on_the_frozen_vit_student_adapt_only_the_attention_above_the_cut(tiny_trunk_world):
+    from platonic.experiments.setups.labelled import trunk_ta_setup
+    from platonic.finetuning.training import FinetuneConfig, finetune
+
+    setup = trunk_ta_setup(tiny_trunk_world, models=["scratch-vit"])
+    model, train = setup.models["scratch-vit"], setup.tasks["shapes"].train
+    last = f"visual.transformer.resblocks.{recipe.STUDENTS['scratch-vit'].layers - 1}.attn."
+    before = {k: v.clone() for k, v in model.module.state_dict().items()}
+    for config in (FinetuneConfig(mode="attention", steps=3, batch_size=8, lr=1e-2),  # ATT-FT
+                   FinetuneConfig(mode="lora", lora_targets="attention", steps=3, batch_size=8, lr=1e-2)):  # LoRA-ATT
+        tuned, _ = finetune(model, train.inputs, train.labels, train.prompts, config, progress=False)
+        changed = {k for k, v in tuned.module.state_dict().items() if not torch.equal(before[k], v)}
+        assert changed and all(k.startswith(last) for k in changed), (config.mode, changed)
+
+
 def test_task_arithmetic_runs_on_the_trunk_world(tiny_trunk_world, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

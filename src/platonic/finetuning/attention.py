@@ -33,14 +33,15 @@ def _children_linear(module: nn.Module, names) -> bool:
     return all(isinstance(getattr(module, n, None), nn.Linear) for n in names)
 
 
-def attention_layers(tower: nn.Module) -> list[tuple[str, nn.Module, str]]:
-    """(module path, module, layout) of every block attention layer of `tower`, outside pooling heads.
+def attention_layers(tower: nn.Module, runs=None) -> list[tuple[str, nn.Module, str]]:
+    """(module path, module, layout) of every block attention layer of `tower`, outside pooling heads, and where
+    `runs(module)` is given, only those it says the tower's forward pass runs (`DualEncoder.runs_in_forward`).
 
     layout is "packed" (nn.MultiheadAttention), "separate" (q/k/v/out_proj) or "fused" (qkv/proj).
     """
     out = []
     for name, module in tower.named_modules():
-        if in_pooling_head(name):
+        if in_pooling_head(name) or (runs is not None and not runs(module)):
             continue
         if isinstance(module, nn.MultiheadAttention):
             out.append((name, module, "packed"))
@@ -55,13 +56,14 @@ def _join(prefix: str, leaf: str) -> str:
     return f"{prefix}.{leaf}" if prefix else leaf
 
 
-def attention_weight_names(tower: nn.Module, spec: str = "this model") -> list[str]:
-    """Names (as in `tower.named_parameters()`) of the attention weight matrices ATT-FT trains.
+def attention_weight_names(tower: nn.Module, spec: str = "this model", runs=None) -> list[str]:
+    """Names (as in `tower.named_parameters()`) of the attention weight matrices ATT-FT trains (of the layers
+    `runs` keeps, `attention_layers`).
 
     Raises InvalidInputError when the tower has no block attention (a CNN or MLP-Mixer tower).
     """
     names = []
-    for prefix, module, layout in attention_layers(tower):
+    for prefix, module, layout in attention_layers(tower, runs):
         if layout == "packed":
             own = ["in_proj_weight"] if module.in_proj_weight is not None else ["q_proj_weight", "k_proj_weight", "v_proj_weight"]
             names += [_join(prefix, n) for n in own] + [_join(prefix, "out_proj.weight")]
@@ -74,14 +76,15 @@ def attention_weight_names(tower: nn.Module, spec: str = "this model") -> list[s
     return names
 
 
-def attention_lora_modules(tower: nn.Module, spec: str = "this model") -> list[str]:
-    """Full module paths (peft `target_modules`) of LoRA-ATT: q, k, v and output projection of every block.
+def attention_lora_modules(tower: nn.Module, spec: str = "this model", runs=None) -> list[str]:
+    """Full module paths (peft `target_modules`) of LoRA-ATT: q, k, v and output projection of every block (that
+    `runs` keeps, `attention_layers`).
 
     A packed nn.MultiheadAttention is one target (peft wraps its in_proj and out_proj together).
     """
-    attention_weight_names(tower, spec)  # the same refusal for towers without attention
+    attention_weight_names(tower, spec, runs)  # the same refusal for towers without attention
     targets = []
-    for prefix, _, layout in attention_layers(tower):
+    for prefix, _, layout in attention_layers(tower, runs):
         if layout == "packed":
             targets.append(prefix)
         else:

@@ -54,7 +54,9 @@ def _lora_targets(model: DualEncoder, config: FinetuneConfig) -> list[str]:
     """The peft target modules `platonic.finetuning.finetune` wraps for this config."""
     from .attention import attention_lora_modules
 
-    return attention_lora_modules(model.tower, model.spec) if config.lora_targets == "attention" else model.lora_target_modules
+    if config.lora_targets == "attention":
+        return attention_lora_modules(model.tower, model.spec, model.runs_in_forward)
+    return model.lora_target_modules
 
 
 def _factorise(delta: torch.Tensor, rank: int, scaling: float) -> tuple[torch.Tensor, torch.Tensor]:

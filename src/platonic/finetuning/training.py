@@ -70,7 +70,7 @@ def trainable_parameters(ft: DualEncoder, mode: str) -> list[tuple[str, torch.nn
         if isinstance(t, torch.nn.Parameter) and id(t) not in appended and all(t is not p for p in named.values()):
             named[f"edit_site.{name}"] = t
     if mode == "attention":
-        named = {k: named[k] for k in attention_weight_names(ft.tower, ft.spec)}
+        named = {k: named[k] for k in attention_weight_names(ft.tower, ft.spec, ft.runs_in_forward)}
     return list(named.items())
 
 
@@ -161,7 +161,8 @@ def finetune(model: DualEncoder, inputs: torch.Tensor, labels: torch.Tensor, pro
     peft_model = None
     forward = ft._forward_tower
     if config.mode == "lora":
-        targets = attention_lora_modules(ft.tower, ft.spec) if config.lora_targets == "attention" else ft.lora_target_modules
+        targets = (attention_lora_modules(ft.tower, ft.spec, ft.runs_in_forward) if config.lora_targets == "attention"
+                   else ft.lora_target_modules)
         peft_model = attach_lora(ft.tower, targets, config.lora_rank, config.lora_alpha, ft.spec)
         named = [(k, p) for k, p in ft.tower.named_parameters() if p.requires_grad]
         params = [p for _, p in named]

@@ -104,6 +104,12 @@ class DualEncoder(ABC):
     def edit_site(self) -> EditSite:
         """Where an operator folds in (one of platonic.edit's site types)."""
 
+    def runs_in_forward(self, module: nn.Module) -> bool:
+        """Whether the tower's forward pass on prepared inputs runs `module` of the tower: every module here; a
+        model that feeds part of its tower cached activations says which part runs (ATT-FT and LoRA-ATT adapt
+        only the attention that runs)."""
+        return True
+
     @property
     def lora_target_modules(self) -> list[str]:
         """Names (peft `target_modules` suffixes) LoRA wraps in the tower: attention q/v projections

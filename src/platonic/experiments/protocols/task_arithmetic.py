@@ -73,7 +73,7 @@ def check_flavours(setup: TaskArithmeticSetup, flavours: Sequence[str]) -> None:
     for name, model in setup.models.items():
         if "attention" in flavours or "lora" in flavours:
             try:
-                attention_weight_names(model.tower, f"model {name} ({model.spec})")
+                attention_weight_names(model.tower, f"model {name} ({model.spec})", model.runs_in_forward)
             except InvalidInputError as exc:
                 raise InvalidInputError(f"{exc}; or leave this model out (--models)") from None
 

@@ -94,6 +94,10 @@ class FrozenTrunkEncoder(SharedTrunkEncoder):
                 rows[i] = row
         return torch.stack(rows)
 
+    def runs_in_forward(self, module: nn.Module) -> bool:
+        """Only the part above the cut runs (`tower.Above`): ATT-FT and LoRA-ATT adapt the attention there."""
+        return any(module is m for m in Above(self.model.visual).modules())
+
     def _cache_part(self) -> str:
         """The cache's name for the frozen part as it runs now: its weights' digest and the model's dtype."""
         return f"{self._part}/{self.dtype}"

@@ -195,8 +195,9 @@ def ensure_students(path: Path, kinds=("full",), names=STUDENT_NAMES, progress: 
                      sources={k: asdict(v) for k, v in STUDENT_PROFILES[profile].sources_of(name).items()})
         if name in pre_stats:
             entry["pretrain"] = pre_stats[name]
-    built_kinds = sorted({k for name_kinds in todo.values() for k in name_kinds})
-    record["timings_s"][f"{'+'.join(names)}: {'+'.join(built_kinds)}"] = time.perf_counter() - t0
+    worked = [n for n in names if n not in pretrained or todo[n]]  # what this call built: "NAME (pre-training, KINDS)"
+    record["timings_s"][", ".join(f"{n} ({', '.join(('pre-training',) * (n not in pretrained) + todo[n])})"
+                                  for n in worked)] = time.perf_counter() - t0
     every = all(record["built"].get(n, {}).get("recipe") == student_hash(profile, seed, n) for n in STUDENT_NAMES)
     record.update(recipe=students_hash(profile, seed) if every else None,  # what a report on all of them reads
                   pretrain=asdict(STUDENT_PROFILES[profile].pretrain))
