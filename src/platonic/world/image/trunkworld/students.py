@@ -1,9 +1,9 @@
 """Towers trained from scratch in the trunk world ("students"), built on request beside its trunk models.
 
-A student (`recipe.STUDENTS`: two of open_clip's ModifiedResNet, one of its VisionTransformer) is a real open_clip model on the frozen MiniLM, drawn from
-random weights and pre-trained on every train image of the world's sets (`pretrain_student`, the loss of
-`recipe.StudentRecipe`: the world's CLIP loss and overlap terms plus a distillation term towards a trunk model's
-image embedding). Its sources are the trunk world's (`sources.train_source` on activations below its cut, per
+A student (`recipe.STUDENTS`: two of open_clip's ModifiedResNet, one of its VisionTransformer) is a real open_clip
+model on the frozen MiniLM, drawn from random weights and pre-trained on every train image of the world's sets
+(`pretrain_student`, the loss of `recipe.StudentRecipe`: the world's CLIP loss and overlap terms plus a
+distillation term towards a trunk model's image embedding). Its sources are the trunk world's (`sources.train_source` on activations below its cut, per
 tower family `tower.cut_of`: layer4 + attention pool, or LoRA on layer4's convolutions; the ViT's last block and
 head, or LoRA on its attention).
 
@@ -29,13 +29,12 @@ from ....errors import InvalidInputError
 from ....progress import LineProgress
 from ....storage import atomic_write
 from ...common.jobs import build_workers, set_determinism
-from ...common.losses import contrastive_loss, prompt_overlap, set_overlap
 from ...common.weights import load_weights, save_weights
 from .. import data as world_data
 from ..build import KINDS, check_kinds
 from ..openclip_models import build_openclip_model, quiet_open_clip, write_openclip_dir
 from .build import model_spec, pretrain_then_sources, read_captions, read_data, require_built
-from .pretrain import MAX_LOG_SCALE, CaptionDraw, CappedScale, schedule
+from .pretrain import CaptionDraw, contrastive_pretrain
 from .recipe import (STUDENT_NAMES, STUDENT_PROFILES, STUDENTS, StudentRecipe, student_hash, student_pretrain_hash,
                      students_hash)
 from .tower import Above, activations, cut_of, model_input
@@ -46,7 +45,8 @@ SETS = world_data.TASK_NAMES + world_data.CONTROL_NAMES
 
 def pretrain_student(model, spec, images: list[torch.Tensor], draw: CaptionDraw, text_features: torch.Tensor,
                      teacher: list[torch.Tensor], recipe: StudentRecipe) -> dict:
-    """Train `model.visual`, `model.text.proj` and `model.logit_scale` in place (the caller seeds torch).
+    """Train `model.visual`, `model.text.proj` and `model.logit_scale` in place (`pretrain.contrastive_pretrain`;
+    the caller seeds torch).
 
     images[k] (n_k, 3, s, s) uint8: set k's train images in `draw`'s set order; teacher[k] (n_k, d_t) their teacher
     embeddings (unit rows); text_features (V, 384) MiniLM features of the caption vocabulary. Per step:
@@ -55,37 +55,13 @@ def pretrain_student(model, spec, images: list[torch.Tensor], draw: CaptionDraw,
 
     z = visual(model_input(x)) (B, d), P (d_t, d) trained beside and dropped. Returns statistics."""
     to_teacher = torch.nn.Linear(spec.embed_dim, teacher[0].shape[1], bias=False)
-    proj = model.text.proj
-    params = [*model.visual.parameters(), *proj.parameters(), model.logit_scale]
-    extra = list(to_teacher.parameters())
-    opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2] + extra, "weight_decay": 0.05},
-                             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
-                            lr=recipe.lr, betas=(0.9, 0.98))
-    scale = CappedScale(model)
-    model.visual.train()
-    losses = []
-    for step in range(recipe.steps):
-        for group in opt.param_groups:
-            group["lr"] = recipe.lr * schedule(step, recipe.steps, 0.05)
-        drawn = draw(recipe.batch)
-        x = torch.cat([images[k][idx] for k, idx, _ in drawn])
-        caps = torch.cat([c for _, _, c in drawn])
+
+    def distillation(z: torch.Tensor, drawn) -> torch.Tensor:
         target = torch.cat([teacher[k][idx] for k, idx, _ in drawn])
-        set_ids = torch.cat([torch.full((len(idx),), k) for k, idx, _ in drawn])
-        zi, zt = model.visual(model_input(x, spec)), proj(text_features[caps])
-        loss = (contrastive_loss(zi, zt, caps, scale, "clip") + recipe.set_overlap * set_overlap(zi, set_ids)
-                + recipe.prompt_overlap * prompt_overlap(proj, text_features, draw.name_ids)
-                + recipe.distill * (1 - F.cosine_similarity(to_teacher(zi), target, dim=-1)).mean())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params + extra, 1.0)
-        opt.step()
-        losses.append(loss.item())
-    model.visual.eval()
-    with torch.no_grad():
-        model.logit_scale.clamp_(max=MAX_LOG_SCALE)
-    tail = losses[-20:] or [float("nan")]
-    return {"steps": recipe.steps, "final_loss": sum(tail) / len(tail), "logit_scale": model.logit_scale.detach().exp().item()}
+        return recipe.distill * (1 - F.cosine_similarity(to_teacher(z), target, dim=-1)).mean()
+
+    return contrastive_pretrain(model, model.visual, lambda x: model.visual(model_input(x, spec)), images, draw,
+                                text_features, recipe, recipe.steps, to_teacher.parameters(), distillation)
 
 
 def teacher_embeddings(path: Path, teacher: str) -> list[torch.Tensor]:

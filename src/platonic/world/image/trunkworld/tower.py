@@ -77,7 +77,8 @@ class VitEmbeds(nn.Module):
 
     def __init__(self, visual):
         super().__init__()
-        self.conv1, self.class_embedding, self.positional_embedding = visual.conv1, visual.class_embedding, visual.positional_embedding
+        self.conv1, self.class_embedding = visual.conv1, visual.class_embedding
+        self.positional_embedding = visual.positional_embedding
         self.patch_dropout, self.ln_pre = visual.patch_dropout, visual.ln_pre
         self._tower_class = type(visual)
 
