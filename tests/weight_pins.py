@@ -118,8 +118,8 @@ def write_pins(world: Path, recipe: str, out: Path) -> None:
 
 
 def _model(name: str) -> str:
-    """models/M/ft/x.safetensors, sources/M/x.safetensors -> M."""
-    return name.split("/")[1]
+    """The folder of a model's fine-tunes: models/M/ft/x.safetensors -> models/M; sources/M/x.safetensors -> sources/M."""
+    return "/".join(name.split("/")[:2])
 
 
 def differences(world: Path, pins_file: Path) -> list[str]:
