@@ -195,18 +195,6 @@ def pretrain_then_sources(pretrain, kinds: dict, args: tuple, workers: int, line
     return pre_stats, src_stats
 
 
-def _run_sources(path: Path, profile: str, seed: int, kinds, workers: int, lines: LineProgress) -> list[dict]:
-    jobs = [(m, t) for m in MODEL_NAMES for t in world_data.TASK_NAMES]
-    results = []
-    with worker_pool(workers) as pool:
-        futures = [pool.submit(job_sources, str(path), profile, seed, m, t, kinds) for m, t in jobs]
-        for fut in as_completed(futures):
-            res = fut.result()
-            results.append(res)
-            lines.step(f"sources {res['model']}/{res['task']}")
-    return results
-
-
 def ensure_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int | None = None) -> Path:
     """Build the sources of `kinds` that the built trunk world at `path` lacks (its build.json names the profile and
     seed); returns `path`. The other kinds and the pre-trained models are left as they are."""
@@ -222,7 +210,8 @@ def ensure_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int 
     lines = LineProgress(len(MODEL_NAMES) * len(world_data.TASK_NAMES),
                          f"trunk world ({profile}): {' and '.join(missing)} sources", enabled=progress)
     t0 = time.perf_counter()
-    results = _run_sources(path, profile, seed, missing, workers, lines)
+    _, results = pretrain_then_sources(job_pretrain, {m: missing for m in MODEL_NAMES}, (str(path), profile, seed),
+                                       workers, lines, pretrained=MODEL_NAMES)
     build["timings_s"][f"sources_{'_'.join(missing)}_later"] = time.perf_counter() - t0
     for r in results:
         build["finetune_seconds"].setdefault(f"{r['model']}/{r['task']}", {}).update({k: r[k] for k in missing})
