@@ -9,11 +9,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEB_STAMP := $(VENV)/.debian
 # Real data the embedded world is built from (Debian packages): images, icon themes and their SVG renderer
-# (platonic.world.icons.ICON_PACKAGES), then the audio world's sound engines, soundfont and festival voices
-# (platonic.world.audio.tools.DEBIAN_PACKAGES).
+# (platonic.world.image.icons.ICON_PACKAGES), emoji fonts (platonic.world.image.emoji.EMOJI_PACKAGES), then the
+# audio world's sound engines, soundfont and festival voices (platonic.world.audio.tools.DEBIAN_PACKAGES).
 DEB_PACKAGES := dataset-fashion-mnist fonts-aenigma fonts-dejavu-core \
                 adwaita-icon-theme tango-icon-theme gnome-icon-theme mate-icon-theme lxde-icon-theme breeze-icon-theme \
                 numix-icon-theme oxygen-icon-theme elementary-icon-theme faba-icon-theme librsvg2-bin \
+                fonts-noto-color-emoji fonts-symbola fonts-unifont \
                 fluidsynth fluid-soundfont-gm espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
 
 .PHONY: setup demo test bench clean debian

@@ -1,7 +1,7 @@
 """The trunk world's acceptance figures, measured by the experiment engine like the image world's.
 
 The built trunk world is read by `experiments.setups.trunk_world_parts` (its three open_clip models, the image
-world's eight tasks, two controls, its last-stage and LoRA sources); every figure comes from the image world's code
+world's eight tasks, three controls, its last-stage and LoRA sources); every figure comes from the image world's code
 (`checks.world.measure_parts`, `summarise`), checked against issue 33's bars (`trunk_world_checks`). `trunk_world_report(path)` writes report.json and report.md
 into the trunk world's directory (once; cached).
 """
@@ -20,9 +20,9 @@ def trunk_world_report(path, progress: bool = False, force: bool = False, diagno
     """The trunk world's report (measured once, then read from report.json); both source kinds are built first.
     students: the report of the trunk models and the towers trained from scratch together (report-students.json,
     the students built first where they are not, and measured again when they were built since)."""
-    from ...world.image.data import CONTROL_NAMES, TASK_NAMES
+    from ...world.image.data import TASK_NAMES
     from ...world.image.trunkworld.build import ensure_sources
-    from ...world.image.trunkworld.recipe import MODEL_NAMES, STUDENT_NAMES
+    from ...world.image.trunkworld.recipe import CONTROL_NAMES, MODEL_NAMES, STUDENT_NAMES
     from ...world.image.trunkworld.students import MARKER as STUDENTS_MARKER
     from ...world.image.trunkworld.students import ensure_students
     from .report import markdown_report

@@ -1,6 +1,7 @@
 """The image world on pretrained trunks as an ExperimentSetup (`--setup trunk-world`): its three open_clip models
 (and, named with `--models`, its towers trained from scratch: `trunkworld.recipe.STUDENT_NAMES`, built on first
-use), the image world's eight tasks (harder shapes and textures) and two controls, its last-stage sources.
+use), the image world's eight tasks (harder shapes and textures), three controls (`trunkworld.recipe.CONTROL_NAMES`:
+objects, symbols and the emoji of 100 things), its last-stage sources.
 
 It is read as the image world is (`setups.world.world_parts`), with models and sources loaded as
 `world:trunk/NAME[/TASK[/lora]]` (platonic's open_clip encoders of the built directories). Its gradient-ascent

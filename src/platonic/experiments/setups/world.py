@@ -88,7 +88,7 @@ def image_world_sets(data: dict) -> tuple[dict, dict]:
         tasks[name] = TaskSpec(name, prompts, d.probes, EvalSet(name, d.test.images, d.test.labels, prompts),
                                EvalSet(f"{name}/val", d.val.images, d.val.labels, prompts))
     controls = {name: EvalSet(name, data[name].test.images, data[name].test.labels, tuple(wd.CONTROLS[name].prompts))
-                for name in wd.CONTROL_NAMES}
+                for name in wd.CONTROLS if name in data}  # the controls the world was built with
     return tasks, controls
 
 

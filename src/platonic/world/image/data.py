@@ -34,6 +34,7 @@ from ...data.probes import PROBES_PER_CLASS, probe_indices
 from ...errors import MissingDataError
 from . import glyphs
 from .glyphs import render_glyph_set, split_fonts, usable_fonts
+from .emoji import render_emoji_set, require_emoji
 from .icons import render_icon_set, require_icons
 from .procedural import PROCEDURAL, check_variants, make_procedural
 from .splits import CANONICAL_SIZE, ImageSplit, ImageTaskData
@@ -51,6 +52,7 @@ from .tasks import (
     Task,
     all_sets,
     caption_pools,
+    check_controls,
     caption_vocabulary,
 )
 
@@ -145,8 +147,10 @@ class DataSizes:
 
 
 def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_class: int = PROBES_PER_CLASS,
-               variants: dict[str, str] | None = None, train_fonts: int | None = None) -> dict[str, ImageTaskData]:
-    """All tasks and controls, deterministic under `seed`. Returns name -> ImageTaskData (controls: test only).
+               variants: dict[str, str] | None = None, train_fonts: int | None = None,
+               controls: tuple[str, ...] = CONTROL_NAMES) -> dict[str, ImageTaskData]:
+    """All tasks and the named controls, deterministic under `seed`. Returns name -> ImageTaskData (controls: test
+    only). A set's images do not depend on which other controls are drawn.
 
     variants: procedural task -> the variant that draws it (`procedural.VARIANTS`, e.g. {"shapes": "small-lowc"});
     the others are drawn as the tiny-tower world draws them. train_fonts: the cap on training typefaces, in place
@@ -155,18 +159,27 @@ def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_cl
 
     variants = dict(variants or {})
     check_variants(variants)
+    controls = check_controls(controls)
     require_debian_data()
+    if "emoji" in controls:
+        require_emoji()
     out: dict[str, ImageTaskData] = {}
     fonts = split_fonts(usable_fonts())
     caps = {k: sizes.max_fonts for k in fonts}
     if train_fonts is not None:
         caps["train"] = train_fonts
     fonts = {k: v[: caps[k]] for k, v in fonts.items()}
-    steps = ["fashion", "digits", "upper", "lower", "shapes", "colours", "counting", "textures", "symbols", "objects"]
+    # a set's seed is its place in this list, so adding a control leaves the other sets' images as they were
+    order = ["fashion", "digits", "upper", "lower", "shapes", "colours", "counting", "textures", "symbols", "objects",
+             "emoji"]
+    steps = [name for name in order if name in TASKS or name in controls]
     for name in track(steps, description="rendering world data", enabled=progress):
-        sub = np.random.default_rng([seed, steps.index(name)])
+        sub = np.random.default_rng([seed, order.index(name)])
         if name == "fashion":
             sp = load_fashion({"train": sizes.train_per_class, "val": sizes.val_per_class, "test": sizes.test_per_class}, sub)
+        elif name == "emoji":
+            sp = {split: ImageSplit(*render_emoji_set(sizes.icon_variants_train if split == "train" else sizes.icon_variants_eval, sub))
+                  for split in ("train", "val", "test")}
         elif name == "objects":
             sp = {split: ImageSplit(*render_icon_set(split, sizes.icon_variants_train if split == "train" else sizes.icon_variants_eval, sub))
                   for split in ("train", "val", "test")}
@@ -188,7 +201,7 @@ def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_cl
         out[name] = td
     # controls: at most `control_per_class` test images per class; their train splits stay for pre-training
     cr = np.random.default_rng([seed, 99])
-    for name in CONTROL_NAMES:
+    for name in (c for c in CONTROLS if c in controls):  # this order: the draws of `cr` stay those of before
         whole = out[name]
         idx = _balanced_take(whole.test.labels.numpy(), sizes.control_per_class, CONTROLS[name].n_classes, cr)
         out[name] = ImageTaskData(CONTROLS[name], whole.train, whole.val, whole.test.subset(torch.from_numpy(idx)),
@@ -209,8 +222,10 @@ def data_to_tensors(data: dict[str, ImageTaskData]) -> dict[str, torch.Tensor]:
 
 
 def data_from_tensors(t: dict[str, torch.Tensor]) -> dict[str, ImageTaskData]:
+    """The sets `data_to_tensors` wrote: the tasks, then the controls it holds."""
     out = {}
-    for name, task in all_sets().items():
+    held = tuple(c for c in CONTROLS if f"{c}.test.images" in t)
+    for name, task in all_sets(held).items():
         sp = {s: ImageSplit(t[f"{name}.{s}.images"], t[f"{name}.{s}.labels"]) for s in ("train", "val", "test")}
         out[name] = ImageTaskData(task, sp["train"], sp["val"], sp["test"], probe_index=t[f"{name}.probe_index"])
     return out

@@ -152,15 +152,19 @@ def icon_masters(split: str) -> list[list[np.ndarray]]:
     return per_class
 
 
-def render_icon(master: np.ndarray, rng: np.random.Generator, size: int = 32) -> np.ndarray:
+def render_icon(master: np.ndarray, rng: np.random.Generator, size: int = 32, ink: bool = False) -> np.ndarray:
     """One icon (3, size, size) uint8: the master at 20-30 px, offset by up to 2 px, on a light or dark
-    ground with Gaussian pixel noise (sd 6)."""
+    ground with Gaussian pixel noise (sd 6). ink: the master is drawn in one colour, which becomes a grey that
+    stands out from the ground (light on a dark ground, dark on a light one)."""
     from PIL import Image
 
     px = int(rng.integers(20, 31))
-    icon = Image.fromarray(master, "RGBA").resize((px, px), Image.BILINEAR)
     dark = bool(rng.integers(0, 2))
     ground = rng.integers(0, 60, size=3) if dark else rng.integers(150, 230, size=3)
+    if ink:
+        master = master.copy()
+        master[..., :3] = int(rng.integers(190, 256)) if dark else int(rng.integers(0, 70))
+    icon = Image.fromarray(master, "RGBA").resize((px, px), Image.BILINEAR)
     canvas = Image.new("RGBA", (size, size), tuple(int(v) for v in ground) + (255,))
     x = (size - px) // 2 + int(rng.integers(-2, 3))
     y = (size - px) // 2 + int(rng.integers(-2, 3))

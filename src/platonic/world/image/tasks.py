@@ -13,14 +13,20 @@ Tasks (8) and their roles:
 Controls (no probe, no fine-tune; the roles of CIFAR-100 and ImageNet):
     objects        27 classes  icons of everyday objects in test icon themes, "a photo of a {}."
     symbols        12 classes  punctuation/symbol glyphs in test fonts, "a photo of a {}."
-Both are pre-training sets too (their train splits: other fonts, other themes); no task uses their images.
+    emoji         100 classes  everyday things as emoji in three designs, new renderings of the drawings
+                               pre-training saw (`world.image.emoji`); the trunk world's many-class control, as
+                               CIFAR-100 is the paper's; the world of tiny towers keeps the first two (`CONTROL_NAMES`)
+All are pre-training sets too (their train splits: other fonts, other themes; the emoji's other renderings); no task
+uses their images.
 """
 
 from __future__ import annotations
 
+from ...errors import InvalidInputError
 from ..common.tasks import Task
 from ..common.tasks import caption_pools as common_caption_pools
 from ..common.tasks import caption_vocabulary as common_vocabulary
+from .emoji import EMOJI_HINTS, EMOJI_NAMES
 from .icons import OBJECT_HINTS, OBJECT_NAMES
 
 # -- task definitions ---------------------------------------------------------------------------
@@ -70,15 +76,24 @@ TASKS: dict[str, Task] = {
 CONTROLS: dict[str, Task] = {
     "objects": Task("objects", OBJECT_NAMES, "a photo of a {}.", OBJECT_HINTS, "desktop icon", "icon themes", role="control"),
     "symbols": Task("symbols", SYMBOL_NAMES, "a photo of a {}.", ("symbol",) * len(SYMBOL_NAMES), "symbol", "aenigma", role="control"),
+    "emoji": Task("emoji", EMOJI_NAMES, "a photo of a {}.", EMOJI_HINTS, "cartoon", "emoji fonts", role="control"),
 }
 TASK_NAMES = tuple(TASKS)
-CONTROL_NAMES = tuple(CONTROLS)
+CONTROL_NAMES = ("objects", "symbols")  # the world of tiny towers' controls (the default of the functions below)
 RELATED_GROUP = ("digits", "upper")
 HELD_OUT_RELATED = "lower"
 
 
-def all_sets() -> dict[str, Task]:
-    return {**TASKS, **CONTROLS}
+def check_controls(controls: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [c for c in controls if c not in CONTROLS]
+    if unknown:
+        raise InvalidInputError(f"unknown control(s) {', '.join(unknown)}; the image world has {', '.join(CONTROLS)}")
+    return tuple(controls)
+
+
+def all_sets(controls: tuple[str, ...] = CONTROL_NAMES) -> dict[str, Task]:
+    """The tasks and the named controls, in that order."""
+    return {**TASKS, **{c: CONTROLS[c] for c in check_controls(controls)}}
 
 
 # -- pre-training captions ------------------------------------------------------------------------
@@ -95,6 +110,7 @@ def caption_pools(task: Task) -> dict[str, list[list[str]]]:
     return common_caption_pools(task, NAMING, HINTING)
 
 
-def caption_vocabulary() -> list[str]:
-    """Every caption string image pre-training may use, sorted (the text cache is keyed by this list)."""
-    return common_vocabulary(all_sets(), GENERIC_CAPTIONS, caption_pools)
+def caption_vocabulary(controls: tuple[str, ...] = CONTROL_NAMES) -> list[str]:
+    """Every caption string image pre-training over the tasks and `controls` may use, sorted (the text cache is keyed
+    by this list)."""
+    return common_vocabulary(all_sets(controls), GENERIC_CAPTIONS, caption_pools)

@@ -37,12 +37,12 @@ from .. import data as world_data
 from ..openclip_models import build_openclip_model, write_openclip_dir
 from .pretrain import CaptionDraw, caption_features, pretrain_heads
 from ..build import KINDS, built_kinds, check_kinds  # kinds and the COMPLETE marker as the tiny-tower world
-from .recipe import (MODEL_NAMES, MODELS, STUDENT_PROFILES, STUDENTS, TASK_VARIANTS, TRUNK_WORLD_VERSION, check_profile,
+from .recipe import (CONTROL_NAMES, MODEL_NAMES, MODELS, STUDENT_PROFILES, STUDENTS, TASK_VARIANTS, TRUNK_WORLD_VERSION, check_profile,
                      trunk_world_dir)
 from .sources import train_source
 from .tower import Above, activations, cut_of
 
-SETS = world_data.TASK_NAMES + world_data.CONTROL_NAMES  # the pre-training sets, in this order
+SETS = world_data.TASK_NAMES + CONTROL_NAMES  # the pre-training sets, in this order
 
 
 def default_profile() -> str:
@@ -90,7 +90,7 @@ def job_pretrain(path: str, profile: str, seed: int, name: str) -> dict:
     with torch.no_grad():
         features = [Above(model.visual).trunk_features(acts[s]) for s in SETS]
     draw = CaptionDraw(SETS, vocab, [data[s].train.labels for s in SETS], prof.pretrain.name_rate,
-                       prof.pretrain.hint_rate, spec.seed + 1)
+                       prof.pretrain.hint_rate, spec.seed + 1, prof.pretrain.set_name_rates)
     torch.manual_seed(spec.seed)
     t0 = time.perf_counter()
     stats = pretrain_heads(model, name, features, draw, text, prof.pretrain)
@@ -146,7 +146,7 @@ def write_inputs(path: Path, profile: str, seed: int, progress: bool = True) -> 
     timings = {}
     t0 = time.perf_counter()
     data = world_data.build_data(prof.sizes, seed, progress=progress, probes_per_class=prof.probes_per_class,
-                                 variants=TASK_VARIANTS, train_fonts=prof.train_fonts)
+                                 variants=TASK_VARIANTS, train_fonts=prof.train_fonts, controls=CONTROL_NAMES)
     write_tensors(path / "data.safetensors", world_data.data_to_tensors(data), {"sizes": asdict(prof.sizes), "seed": seed,
                   "variants": TASK_VARIANTS}, key=META_KEY, make_parents=True)
     timings["data"] = time.perf_counter() - t0
@@ -157,7 +157,7 @@ def write_inputs(path: Path, profile: str, seed: int, progress: bool = True) -> 
         spec = MODELS[MODEL_NAMES[0]]
         model = build_openclip_model(spec)
         text_cfg = spec.model_cfg()["text_cfg"]
-        vocab = world_data.caption_vocabulary()
+        vocab = world_data.caption_vocabulary(CONTROL_NAMES)
         feats = caption_features(model, vocab, HFTokenizer(text_cfg["hf_tokenizer_name"], context_length=spec.context_length))
     finally:
         torch.set_num_threads(threads)

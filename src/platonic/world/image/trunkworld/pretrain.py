@@ -21,8 +21,9 @@ import math
 import torch
 from torch import nn
 
+from ....errors import InvalidInputError
 from ...common.losses import contrastive_loss, prompt_overlap, set_overlap
-from ..tasks import GENERIC_CAPTIONS, all_sets, caption_pools
+from ..tasks import CONTROLS, GENERIC_CAPTIONS, TASKS, caption_pools
 from .recipe import PretrainRecipe
 
 MAX_LOG_SCALE = math.log(100.0)
@@ -30,18 +31,24 @@ MAX_LOG_SCALE = math.log(100.0)
 
 class CaptionDraw:
     """Pre-training batches over `sets` (names of tasks and controls) as the world draws them: a set per row, an
-    item of it, and a caption naming the item's class `name_rate` of the time, a group or domain `hint_rate`,
-    else a generic one. labels[k] (n_k,) the class of each item of set k; vocab the caption strings."""
+    item of it, and a caption naming the item's class `name_rate` of the time (set s: `set_name_rates[s]` where
+    given), a group or domain `hint_rate`, else a generic one. labels[k] (n_k,) the class of each item of set k;
+    vocab the caption strings."""
 
     def __init__(self, sets: list[str], vocab: list[str], labels: list[torch.Tensor], name_rate: float,
-                 hint_rate: float, seed: int):
+                 hint_rate: float, seed: int, set_name_rates: dict[str, float] | None = None):
+        rates = dict(set_name_rates or {})
+        unknown = sorted(set(rates) - set(sets))
+        if unknown:
+            raise InvalidInputError(f"naming rates for sets not drawn: {', '.join(unknown)}")
+        self.name_rates = [float(rates.get(s, name_rate)) for s in sets]
         index = {c: i for i, c in enumerate(vocab)}
-        tasks = all_sets()
+        tasks = {**TASKS, **CONTROLS}
         pools = [caption_pools(tasks[s]) for s in sets]
         self.name_ids = [torch.tensor([[index[c] for c in caps] for caps in p["name"]]) for p in pools]
         self.hint_ids = [torch.tensor([[index[c] for c in caps] for caps in p["hint"]]) for p in pools]
         self.generic = torch.tensor([index[c] for c in GENERIC_CAPTIONS])
-        self.labels, self.name_rate, self.hint_rate = labels, name_rate, hint_rate
+        self.labels, self.hint_rate = labels, hint_rate
         self.generator = torch.Generator().manual_seed(seed)
 
     def __call__(self, batch: int) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
@@ -58,8 +65,8 @@ class CaptionDraw:
             label, kind, p = self.labels[k][idx], kinds[rows], pick[rows]
             named = self.name_ids[k][label, p % self.name_ids[k].shape[1]]
             hinted = self.hint_ids[k][label, p % self.hint_ids[k].shape[1]]
-            cap = torch.where(kind < self.name_rate, named,
-                              torch.where(kind < self.name_rate + self.hint_rate, hinted, self.generic[p]))
+            rate = self.name_rates[k]
+            cap = torch.where(kind < rate, named, torch.where(kind < rate + self.hint_rate, hinted, self.generic[p]))
             out.append((k, idx, cap))
         return out
 

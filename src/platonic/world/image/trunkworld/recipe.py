@@ -9,7 +9,8 @@ Screened on cached features (docs/lab/2026-12-04-trunk-world-screen.md): these t
 head and last-stage sources; an MLP head did not (recovery 0.54-0.60), so no model has one.
 
 Data: the image world's tasks and controls (`world.image.data.build_data`) at the profile's sizes, with the
-harder shapes and textures (`TASK_VARIANTS`; every task under 95 % fine-tuned in the screen).
+harder shapes and textures (`TASK_VARIANTS`; every task under 95 % fine-tuned in the screen) and a third control,
+the emoji of 100 things (`CONTROL_NAMES`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,14 @@ from ..openclip_models import OpenClipWorldSpec
 
 TRUNK_WORLD_VERSION = 1
 # Bump with any change of code that alters what a build makes (rendering, activations, pre-training, sources).
-RECIPE_VERSION = "trunk-1"
+RECIPE_VERSION = "trunk-2"  # trunk-2: the emoji control
 TASK_VARIANTS = {"shapes": "small-lowc", "textures": "lowc-noise-rot"}
+# the controls: the image world's two and the emoji of 100 things (its many-class control, as CIFAR-100 is the paper's)
+CONTROL_NAMES = world_data.CONTROL_NAMES + ("emoji",)
+# The emoji's captions name the thing 30 % of the time in every model's pre-training (the tasks' 3 % or 8 % leave
+# fine-tunes their headroom; a control stands for what pre-training taught well, as CIFAR-100 for CLIP: zero-shot
+# 62.7 % on Lite0 at 0.3, 11.3 % at 0.03; docs/lab/2026-12-06-emoji-control.md)
+CONTROL_NAME_RATES = {"emoji": 0.3}
 
 _TIMM = dict(tower="timm", image_size=64, text_proj="linear", loss="clip")
 MODELS: dict[str, OpenClipWorldSpec] = {spec.name: spec for spec in (
@@ -48,13 +55,15 @@ class PretrainRecipe:
     """LiT pre-training of the image head and the text projection on cached activations (trunk and MiniLM frozen):
     `steps` of `batch` (per model: `steps_per_model` overrides), AdamW lr `lr` (warm-up 5 %, cosine), the world's
     CLIP loss + `set_overlap` x set overlap + `prompt_overlap` x prompt overlap, captions that name the item's class
-    `name_rate` of the time, a group or the domain `hint_rate`, else a generic caption."""
+    `name_rate` of the time (a set of `set_name_rates`: its own rate), a group or the domain `hint_rate`, else a
+    generic caption."""
 
     steps: int = 2000
     batch: int = 256
     lr: float = 1e-3
     name_rate: float = 0.03
     hint_rate: float = 0.4
+    set_name_rates: dict = field(default_factory=lambda: dict(CONTROL_NAME_RATES))
     set_overlap: float = 10.0
     prompt_overlap: float = 3.0
     steps_per_model: dict = field(default_factory=dict)
@@ -134,7 +143,8 @@ class StudentRecipe:
         L = CLIP + `set_overlap` x set overlap + `prompt_overlap` x prompt overlap
             + `distill` x mean (1 - cos(P z_img, z_teacher))
 
-    with captions naming the class `name_rate` of the time (a group or the domain `hint_rate`), z_teacher the
+    with captions naming the class `name_rate` of the time (a set of `set_name_rates`: its own rate; a group or the
+    domain `hint_rate`), z_teacher the
     `teacher` trunk model's unit image embedding and P a (d_teacher, d) map dropped after. Screened in
     docs/lab/2026-12-05-trunk-world-students.md (name rate 0.08, distillation 40, 2,000 steps)."""
 
@@ -143,6 +153,7 @@ class StudentRecipe:
     lr: float = 2e-3
     name_rate: float = 0.08
     hint_rate: float = 0.4
+    set_name_rates: dict = field(default_factory=lambda: dict(CONTROL_NAME_RATES))
     set_overlap: float = 10.0
     prompt_overlap: float = 3.0
     distill: float = 40.0
@@ -204,7 +215,7 @@ def recipe_record(profile: TrunkProfile, seed: int) -> dict:
     their variants. No source file is read; code that changes what a build makes bumps `RECIPE_VERSION`."""
     return {"version": TRUNK_WORLD_VERSION, "recipe": RECIPE_VERSION, "profile": asdict(profile), "seed": seed,
             "models": {name: asdict(spec) for name, spec in MODELS.items()}, "variants": TASK_VARIANTS,
-            "tasks": {name: asdict(task) for name, task in world_data.all_sets().items()}}
+            "tasks": {name: asdict(task) for name, task in world_data.all_sets(CONTROL_NAMES).items()}}
 
 
 def recipe_hash(profile: TrunkProfile, seed: int) -> str:

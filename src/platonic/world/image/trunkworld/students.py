@@ -33,14 +33,13 @@ from ...common.weights import load_weights, save_weights
 from .. import data as world_data
 from ..build import KINDS, check_kinds
 from ..openclip_models import build_openclip_model, quiet_open_clip, write_openclip_dir
-from .build import model_spec, pretrain_then_sources, read_captions, read_data, require_built
+from .build import SETS, model_spec, pretrain_then_sources, read_captions, read_data, require_built
 from .pretrain import CaptionDraw, contrastive_pretrain
 from .recipe import (STUDENT_NAMES, STUDENT_PROFILES, STUDENTS, StudentRecipe, student_hash, student_pretrain_hash,
                      students_hash)
 from .tower import Above, activations, cut_of, model_input
 
 MARKER = "STUDENTS.json"
-SETS = world_data.TASK_NAMES + world_data.CONTROL_NAMES
 
 
 def pretrain_student(model, spec, images: list[torch.Tensor], draw: CaptionDraw, text_features: torch.Tensor,
@@ -87,7 +86,7 @@ def job_student(path: str, profile: str, seed: int, name: str) -> dict:
     teacher = teacher_embeddings(path, recipe.teacher)
     model = build_openclip_model(spec)
     draw = CaptionDraw(SETS, vocab, [data[s].train.labels for s in SETS], recipe.name_rate, recipe.hint_rate,
-                       spec.seed + 1)
+                       spec.seed + 1, recipe.set_name_rates)
     torch.manual_seed(spec.seed)
     t0 = time.perf_counter()
     stats = pretrain_student(model, spec, [data[s].train.images for s in SETS], draw, text, teacher, recipe)
