@@ -33,8 +33,8 @@ import torch
 from ...data.probes import PROBES_PER_CLASS, probe_indices
 from ...errors import MissingDataError
 from . import glyphs
-from .glyphs import render_glyph_set, split_fonts, usable_fonts
 from .emoji import render_emoji_set, require_emoji
+from .glyphs import render_glyph_set, split_fonts, usable_fonts
 from .icons import render_icon_set, require_icons
 from .procedural import PROCEDURAL, check_variants, make_procedural
 from .splits import CANONICAL_SIZE, ImageSplit, ImageTaskData
@@ -52,8 +52,8 @@ from .tasks import (
     Task,
     all_sets,
     caption_pools,
-    check_controls,
     caption_vocabulary,
+    check_controls,
 )
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")

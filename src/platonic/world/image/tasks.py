@@ -85,6 +85,7 @@ HELD_OUT_RELATED = "lower"
 
 
 def check_controls(controls: tuple[str, ...]) -> tuple[str, ...]:
+    """`controls` as a tuple; an InvalidInputError names any the image world does not have."""
     unknown = [c for c in controls if c not in CONTROLS]
     if unknown:
         raise InvalidInputError(f"unknown control(s) {', '.join(unknown)}; the image world has {', '.join(CONTROLS)}")
