@@ -12,6 +12,9 @@ and caption naming varied:
 - emoji naming rate: the captions of the emoji set name the class `rate` of the time (the other sets keep 0.03).
 Prints zero-shot on every set's test split per variant (all 3 controls, the 8 tasks), one line a variant.
 
+The lab note's figures (docs/lab/2026-12-06-emoji-control.md) were measured before `CaptionDraw` took
+`set_name_rates`, by a subclass of it here that drew the same way (its rates held as float32).
+
 Usage: python research/emoji_control_screen.py WORLD_DIR VARIANT...   VARIANT = SPLIT:RATE, e.g. held-out:0.03
 """
 import sys
@@ -32,32 +35,6 @@ from platonic.world.image.trunkworld.tower import Above, activations
 
 torch.set_num_threads(1)
 NAME = "lite0-linear"
-
-
-class SetNaming(CaptionDraw):
-    """CaptionDraw with one naming rate per set (hint rate shared): the emoji set's rate apart."""
-
-    def __init__(self, *args, rates: list[float], **kw):
-        super().__init__(*args, **kw)
-        self.rates = torch.tensor(rates)
-
-    def __call__(self, batch):
-        g = self.generator
-        which = torch.randint(0, len(self.labels), (batch,), generator=g)
-        kinds, pick = torch.rand(batch, generator=g), torch.randint(0, len(self.generic), (batch,), generator=g)
-        out = []
-        for k in range(len(self.labels)):
-            rows = (which == k).nonzero().flatten()
-            if not len(rows):
-                continue
-            idx = torch.randint(0, len(self.labels[k]), (len(rows),), generator=g)
-            label, kind, p = self.labels[k][idx], kinds[rows], pick[rows]
-            named = self.name_ids[k][label, p % self.name_ids[k].shape[1]]
-            hinted = self.hint_ids[k][label, p % self.hint_ids[k].shape[1]]
-            rate = float(self.rates[k])
-            cap = torch.where(kind < rate, named, torch.where(kind < rate + self.hint_rate, hinted, self.generic[p]))
-            out.append((k, idx, cap))
-        return out
 
 
 def same_design_split(seed: int):
@@ -98,9 +75,8 @@ def main(world: Path, variants: list[str]) -> None:
             tests["emoji"] = (same_test_acts, same[3])
         with torch.no_grad():
             features = [Above(model.visual).trunk_features(train[s]) for s in B.SETS]
-        rates = [float(rate) if s == "emoji" else prof.pretrain.name_rate for s in B.SETS]
-        draw = SetNaming(list(B.SETS), vocab, [labels[s] for s in B.SETS], prof.pretrain.name_rate,
-                         prof.pretrain.hint_rate, spec.seed + 1, rates=rates)
+        draw = CaptionDraw(list(B.SETS), vocab, [labels[s] for s in B.SETS], prof.pretrain.name_rate,
+                           prof.pretrain.hint_rate, spec.seed + 1, set_name_rates={"emoji": float(rate)})
         torch.manual_seed(spec.seed)
         pretrain_heads(model, NAME, features, draw, text, prof.pretrain)
         model.eval()
