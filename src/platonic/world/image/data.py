@@ -178,7 +178,8 @@ def build_data(sizes: DataSizes, seed: int, progress: bool = True, probes_per_cl
         if name == "fashion":
             sp = load_fashion({"train": sizes.train_per_class, "val": sizes.val_per_class, "test": sizes.test_per_class}, sub)
         elif name == "emoji":
-            sp = {split: ImageSplit(*render_emoji_set(sizes.icon_variants_train if split == "train" else sizes.icon_variants_eval, sub))
+            sp = {split: ImageSplit(*render_emoji_set(
+                      sizes.icon_variants_train if split == "train" else sizes.icon_variants_eval, sub))
                   for split in ("train", "val", "test")}
         elif name == "objects":
             sp = {split: ImageSplit(*render_icon_set(split, sizes.icon_variants_train if split == "train" else sizes.icon_variants_eval, sub))

@@ -37,8 +37,8 @@ from .. import data as world_data
 from ..openclip_models import build_openclip_model, write_openclip_dir
 from .pretrain import CaptionDraw, caption_features, pretrain_heads
 from ..build import KINDS, built_kinds, check_kinds  # kinds and the COMPLETE marker as the tiny-tower world
-from .recipe import (CONTROL_NAMES, MODEL_NAMES, MODELS, STUDENT_PROFILES, STUDENTS, TASK_VARIANTS, TRUNK_WORLD_VERSION, check_profile,
-                     trunk_world_dir)
+from .recipe import (CONTROL_NAMES, MODEL_NAMES, MODELS, STUDENT_PROFILES, STUDENTS, TASK_VARIANTS, TRUNK_WORLD_VERSION,
+                     check_profile, trunk_world_dir)
 from .sources import train_source
 from .tower import Above, activations, cut_of
 
@@ -146,7 +146,8 @@ def write_inputs(path: Path, profile: str, seed: int, progress: bool = True) -> 
     timings = {}
     t0 = time.perf_counter()
     data = world_data.build_data(prof.sizes, seed, progress=progress, probes_per_class=prof.probes_per_class,
-                                 variants=TASK_VARIANTS, train_fonts=prof.train_fonts, controls=CONTROL_NAMES)
+                                 variants=TASK_VARIANTS, train_fonts=prof.train_fonts,
+                                 controls=CONTROL_NAMES)
     write_tensors(path / "data.safetensors", world_data.data_to_tensors(data), {"sizes": asdict(prof.sizes), "seed": seed,
                   "variants": TASK_VARIANTS}, key=META_KEY, make_parents=True)
     timings["data"] = time.perf_counter() - t0
