@@ -10,7 +10,7 @@ import torch
 
 from platonic.errors import InvalidInputError, MissingDataError
 from platonic.world.image import data as wd
-from platonic.world.image import emoji
+from platonic.world.image import emoji, icons
 from platonic.world.image.trunkworld import recipe
 
 
@@ -54,7 +54,7 @@ def test_a_one_colour_design_is_inked_to_stand_out_from_its_ground():
     master = emoji.emoji_master("symbola", 0)
     ink = master[..., 3] > 200
     for seed in range(6):
-        img = emoji.render_icon(master, np.random.default_rng(seed), ink=True).astype(float)
+        img = icons.render_icon(master, np.random.default_rng(seed), ink=True).astype(float)
         ground = img[:, :3, :3].mean()  # a corner: the icon is drawn 20-30 px in the middle of 32
         assert abs(img.mean() - ground) > 3 and ink.any()
         lit = img.max(0)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ...errors import MissingDataError
-from .icons import MASTER, render_icon
+from .icons import MASTER, render_masters
 
 # class name, caption hint (a group, not the class), code point
 EMOJI: tuple[tuple[str, str, int], ...] = (
@@ -108,13 +108,16 @@ def _font(path: Path, size: int):
     return ImageFont.truetype(str(path), size)
 
 
+@lru_cache(maxsize=None)
+def _fallbacks(path: Path, size: int) -> frozenset[bytes]:
+    """The drawings the font gives code points it lacks (two private-use non-characters), as RGBA bytes."""
+    return frozenset(_draw(_font(path, size), chr(c), 2 * size).tobytes() for c in (0xFFFFD, 0x10FFFD))
+
+
 def has_glyph(path: Path, size: int, char: str) -> bool:
     """Whether the font draws `char` as itself: some ink, and not the drawing it gives code points it lacks."""
-    canvas = 2 * size
-    img = _draw(_font(path, size), char, canvas)
-    if img.getbbox() is None:
-        return False
-    return img.tobytes() not in {_draw(_font(path, size), chr(c), canvas).tobytes() for c in (0xFFFFD, 0x10FFFD)}
+    img = _draw(_font(path, size), char, 2 * size)
+    return img.getbbox() is not None and img.tobytes() not in _fallbacks(path, size)
 
 
 @lru_cache(maxsize=None)
@@ -142,12 +145,5 @@ def render_emoji_set(variants: int, rng: np.random.Generator) -> tuple[torch.Ten
     """`variants` renderings of every class's drawing in every design, shuffled: images (n, 3, 32, 32) uint8,
     labels (n,) int64, n = 100 x 3 x variants. A split's renderings are its own draws of `rng`."""
     require_emoji()
-    imgs, labels = [], []
-    for k in range(len(EMOJI)):
-        for d in DESIGNS:
-            master, one_colour = emoji_master(d, k), DESIGNS[d][2]
-            for _ in range(variants):
-                imgs.append(render_icon(master, rng, ink=one_colour))
-                labels.append(k)
-    order = rng.permutation(len(labels))
-    return torch.from_numpy(np.stack(imgs)[order]), torch.tensor(labels, dtype=torch.int64)[torch.from_numpy(order)]
+    return render_masters([[(emoji_master(d, k), DESIGNS[d][2]) for d in DESIGNS] for k in range(len(EMOJI))],
+                          variants, rng)

@@ -174,13 +174,20 @@ def render_icon(master: np.ndarray, rng: np.random.Generator, size: int = 32, in
     return a.clip(0, 255).astype(np.uint8)
 
 
-def render_icon_set(split: str, variants: int, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """`variants` renderings of every master of `split`, shuffled: images (n, 3, 32, 32) uint8, labels (n,) int64."""
+def render_masters(per_class: list[list[tuple[np.ndarray, bool]]], variants: int,
+                   rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """`variants` renderings (`render_icon`) of every (master, ink) of every class, in class order, then shuffled:
+    images (n, 3, 32, 32) uint8, labels (n,) int64 (the class's place in `per_class`)."""
     imgs, labels = [], []
-    for k, masters in enumerate(icon_masters(split)):
-        for m in masters:
+    for k, masters in enumerate(per_class):
+        for master, ink in masters:
             for _ in range(variants):
-                imgs.append(render_icon(m, rng))
+                imgs.append(render_icon(master, rng, ink=ink))
                 labels.append(k)
     order = rng.permutation(len(labels))
     return torch.from_numpy(np.stack(imgs)[order]), torch.tensor(labels, dtype=torch.int64)[torch.from_numpy(order)]
+
+
+def render_icon_set(split: str, variants: int, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """`variants` renderings of every master of `split`, shuffled: images (n, 3, 32, 32) uint8, labels (n,) int64."""
+    return render_masters([[(m, False) for m in masters] for masters in icon_masters(split)], variants, rng)
