@@ -308,6 +308,35 @@ def test_addition_runs_between_a_student_and_a_trunk_model_with_retention_per_fa
     assert torch.allclose(student.encode_probes(images).z, base.encode_probes(images).z, atol=1e-5)
 
 
+def test_the_demo_with_students_runs_on_six_models_and_prints_retention_across_families(tiny_trunk_world, tmp_path,
+                                                                                        monkeypatch):
+    from typer.testing import CliRunner
+
+    from platonic.cli import app
+    from platonic.experiments.setups import SETUPS
+
+    monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))
+    # Three of the eight tasks (the related pair and its held-out task, so generalisation runs): the demo's cells
+    # grow with models x task pairs, and eight tasks on six tiny models take minutes.
+    entry = SETUPS["trunk-world"]
+    monkeypatch.setitem(SETUPS, "trunk-world", dataclasses.replace(
+        entry, make=lambda **kw: entry.make(tasks=["digits", "upper", "lower"], **kw)))
+    out = tmp_path / "demo"
+    result = CliRunner().invoke(app, ["demo", "--students", "--world", str(tiny_trunk_world), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["setup"]["models"]) == set(recipe.MODEL_NAMES + recipe.STUDENT_NAMES)
+    tables = (out / "tables.md").read_text()
+    for pair in ("| EfficientNet | ModifiedResNet |", "| ModifiedResNet | EfficientNet |",
+                 "| VisionTransformer | EfficientNet |", "| EfficientNet | VisionTransformer |"):
+        assert pair in tables
+    assert (out / "solve_comparison.md").is_file() and (out / "headline.json").is_file()
+    for args, named in ((["--setup", "world", "--students"], "--setup trunk-world"),
+                        (["--setup", "toy", "--world", str(tiny_trunk_world)], "not a world")):
+        refused = CliRunner().invoke(app, ["demo", *args, "-o", str(tmp_path / "refused")])
+        assert refused.exit_code == 2 and named in refused.output and not (tmp_path / "refused").exists()
+
+
 def test_the_gradient_ascent_baseline_trains_above_the_cut_and_raises_the_tasks_loss(tiny_trunk_world):
     from platonic.experiments.setups import trunk_world_setup
 

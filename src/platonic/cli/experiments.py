@@ -170,6 +170,11 @@ def demo(
                               "trained from scratch, built on first use), audio-world (the embedded audio world, built "
                               "on first use) or toy (synthetic, seconds)."),
     output: Path = typer.Option(Path("runs/demo"), "-o", "--output", help="Run directory to write."),
+    students: bool = typer.Option(False, "--students", help="trunk-world: also its three towers trained from "
+                                  "scratch (a ResNet pair and a ViT; built on first use, about 15 minutes on 2 cores), "
+                                  "so retention is printed per (source family, target family) across families."),
+    world: Path | None = typer.Option(None, "--world", help="a built world directory to run on (default: the cached "
+                                      "world of $PLATONIC_WORLD_PROFILE, built if needed)."),
 ) -> None:
     """The paper's protocol on the embedded image world on pretrained trunks: addition, negation, generalisation
     (CPU, minutes), then addition and negation again with the anchored solve, beside the paper's
@@ -180,7 +185,7 @@ def demo(
     """
     from ..experiments.command import run_demo
 
-    _, comparison = run_demo(setup, output, log=console.print)
+    _, comparison = run_demo(setup, output, log=console.print, students=students, world=world)
     console.print((output / "tables.md").read_text())
     console.print(comparison)
     console.print(f"report: {output}/ (results.json, tables.md, plots); re-render with `platonic report {output}`")

@@ -297,17 +297,33 @@ def _run_standalone(request: ExperimentRequest, protocol: Protocol, sizes: int |
                            options={protocol.name: options}, log=log)
 
 
-def run_demo(setup: str, output: Path, log: Callable[[str], None] = print) -> tuple[dict, str]:
+def run_demo(setup: str, output: Path, log: Callable[[str], None] = print, students: bool = False,
+             world: Path | None = None) -> tuple[dict, str]:
     """The demo: addition, negation and generalisation on a named setup, then addition and negation again with
     the anchored solve; writes the run into `output`, with solve_comparison.md and the headline tables
-    (headline.json, headline.md: what the README shows) beside; returns (results, comparison)."""
+    (headline.json, headline.md: what the README shows) beside; returns (results, comparison).
+
+    students (trunk-world only): the trunk world's towers trained from scratch beside its three trunk models
+    (built on first use), so that retention is printed per (source family, target family) across families.
+    world: a built directory of the setup's world (default: the cached one, built if needed)."""
     if setup not in SETUPS:
         raise InvalidInputError(f"--setup {setup!r}: the demo runs on {', '.join(SETUPS)} (your own models: "
                                 "platonic experiment)")
+    if students and setup != "trunk-world":
+        raise InvalidInputError(f"--students adds the trunk world's towers trained from scratch; --setup {setup} has "
+                                "none (use --setup trunk-world)")
+    if world is not None and setup not in WORLD_SETUPS:
+        raise InvalidInputError(f"--world names a built world directory; --setup {setup} is not a world "
+                                f"({', '.join(WORLD_SETUPS)})")
     check_run_directory(output)
     check_cache_writable()
-    log(f"platonic demo: {', '.join(DEMO_EXPERIMENTS)} on the {setup} setup")
-    loaded = load_setup(setup)
+    models = None
+    if students:
+        from ..world.image.trunkworld.recipe import MODEL_NAMES, STUDENT_NAMES
+
+        models = list(MODEL_NAMES + STUDENT_NAMES)
+    log(f"platonic demo: {', '.join(DEMO_EXPERIMENTS)} on the {setup} setup" + (" with its students" if students else ""))
+    loaded = SETUPS[setup].make(models=models, path=world) if students or world is not None else load_setup(setup)
     paper = run_experiments(loaded, list(DEMO_EXPERIMENTS), output)
     anchored = run_experiments(loaded, ["addition", "negation"], Path(output) / "anchored", plots=False,
                                solve=SolveConfig(kind="anchored"), trained_baselines=False)
