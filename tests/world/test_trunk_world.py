@@ -320,7 +320,7 @@ def test_the_demo_with_students_runs_on_six_models_and_prints_retention_across_f
     # grow with models x task pairs, and eight tasks on six tiny models take minutes.
     entry = SETUPS["trunk-world"]
     monkeypatch.setitem(SETUPS, "trunk-world", dataclasses.replace(
-        entry, make=lambda **kw: entry.make(tasks=["digits", "upper", "lower"], **kw)))
+        entry, make=lambda **kw: entry.make(**{**kw, "tasks": ["digits", "upper", "lower"]})))
     out = tmp_path / "demo"
     result = CliRunner().invoke(app, ["demo", "--students", "--world", str(tiny_trunk_world), "-o", str(out)])
     assert result.exit_code == 0, result.output

@@ -323,7 +323,7 @@ def run_demo(setup: str, output: Path, log: Callable[[str], None] = print, stude
 
         models = list(MODEL_NAMES + STUDENT_NAMES)
     log(f"platonic demo: {', '.join(DEMO_EXPERIMENTS)} on the {setup} setup" + (" with its students" if students else ""))
-    loaded = SETUPS[setup].make(models=models, path=world) if students or world is not None else load_setup(setup)
+    loaded = world_slice(setup, models, path=world) if students or world is not None else load_setup(setup)
     paper = run_experiments(loaded, list(DEMO_EXPERIMENTS), output)
     anchored = run_experiments(loaded, ["addition", "negation"], Path(output) / "anchored", plots=False,
                                solve=SolveConfig(kind="anchored"), trained_baselines=False)
