@@ -6,15 +6,25 @@ squares of its update ||ft - base||^2 against its model's base (models/M/base.sa
 
 On the CPU the pins were made on (same torch, kernel capability, vendor, family, model and stepping) the
 digests must be equal. On another CPU the float kernels round differently, so:
-- every file's sum of squares, and a base's sum, must agree within `CROSS_CPU_RTOL`;
+- a base's (trained weights that are not a fine-tune: the tiny worlds' models/M/base.safetensors, the trunk
+  world's models/M/open_clip_model.safetensors) sum of squares must agree within `CROSS_CPU_BASE_RTOL`, a
+  fine-tune's within `CROSS_CPU_RTOL`; the trunk world's cached activations (activations/*: forward passes
+  over the data, not weights) keep their sum and sum of squares within `CROSS_CPU_RTOL`;
 - a model's fine-tunes must have moved as far from its base as pinned: the median over the model's fine-tunes
   of | ||ft - base|| - pinned | / pinned within `CROSS_CPU_UPDATE_RTOL`.
-A fine-tune file's whole sum is not compared across CPUs: the tiny sources are 4 AdamW steps, whose first
+No whole-file sum of weights is compared across CPUs. A fine-tune's: the tiny sources are 4 AdamW steps, whose first
 steps are about lr * sign(gradient), so rounding flips the sign of many tiny updates; that moved the ResNet
 fine-tunes' sums by up to 3.4e-3 of their scale on a CI machine, as much as one more fine-tune step (2.7e-3).
 The update norm separates them (docs/lab/2026-12-05-weight-pins-across-cpus.md): the same build with
 ATEN_CPU_CAPABILITY=avx2 or default moved the per-model median by at most 4.1e-3 (ResNet; 2e-6 elsewhere),
 one more fine-tune step by at least 5.2e-2 on every model, a fine-tune lr x 4/3 by at least 0.30.
+A base's: an AVX2-only AMD EPYC moved the tiny ResNet base's sum by 1.35e-3 of its scale, while one more
+pre-training step moves a base's sum by as little as 6.6e-6 (ViT-B): the sum tells neither apart. The sum of
+squares does: across CPUs and kernels a base's moved by at most 2.6e-6, one more pre-training step moves it
+by 3.3e-4 to 1.1e-3, a pre-training lr x 4/3 by 6.9e-3 to 3.0e-2 (same lab note, addendum of 2026-12-06).
+The activations of a student trained from scratch moved further on that CPU (scratch-resnet's: sum 1.8e-4,
+sum of squares 1.4e-4 of their scale), so they keep the wider tolerance; the student's weights, which make them,
+are held at `CROSS_CPU_BASE_RTOL`.
 `scripts/pin_tiny_worlds.py` writes the pin files (after a deliberate change of what a build trains and a
 bump of the world's RECIPE_VERSION).
 """
@@ -32,6 +42,7 @@ import torch
 from safetensors import safe_open
 
 CROSS_CPU_RTOL = 1e-3
+CROSS_CPU_BASE_RTOL = 1e-4
 CROSS_CPU_UPDATE_RTOL = 3e-2
 CPUINFO_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping")
 
@@ -124,7 +135,7 @@ def _model(name: str) -> str:
 
 def differences(world: Path, pins_file: Path) -> list[str]:
     """What differs between a built world and its pins (exact on the pins' CPU; elsewhere the statistics of the
-    module docstring within CROSS_CPU_RTOL and CROSS_CPU_UPDATE_RTOL)."""
+    module docstring within CROSS_CPU_BASE_RTOL, CROSS_CPU_RTOL and CROSS_CPU_UPDATE_RTOL)."""
     pins = json.loads(Path(pins_file).read_text())
     now = summary(world)
     if set(now) != set(pins["files"]):
@@ -135,9 +146,11 @@ def differences(world: Path, pins_file: Path) -> list[str]:
     out, moved = [], {}
     for name, pinned in pins["files"].items():
         got = now[name]
+        activations = name.startswith("activations/")
+        rtol = CROSS_CPU_RTOL if "update_sumsq" in pinned or activations else CROSS_CPU_BASE_RTOL
         scale = math.sqrt(pinned["sumsq"]) + abs(pinned["sum"])
-        sum_off = "update_sumsq" not in pinned and abs(got["sum"] - pinned["sum"]) > CROSS_CPU_RTOL * scale
-        if sum_off or abs(got["sumsq"] - pinned["sumsq"]) > CROSS_CPU_RTOL * pinned["sumsq"]:
+        sum_off = activations and abs(got["sum"] - pinned["sum"]) > CROSS_CPU_RTOL * scale
+        if sum_off or abs(got["sumsq"] - pinned["sumsq"]) > rtol * pinned["sumsq"]:
             out.append(f"{name}: sum {got['sum']:.6g} vs {pinned['sum']:.6g}, sumsq {got['sumsq']:.6g} vs {pinned['sumsq']:.6g}")
         if "update_sumsq" in pinned:
             if "update_sumsq" not in got or pinned["update_sumsq"] <= 0:
