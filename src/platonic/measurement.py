@@ -4,8 +4,8 @@
   pre-trained model's frozen text tower g (method.md §1.1).
 - `target_grid(model, probes, prompts)`: (F or H, G) for `Operator.solve` on the target;
   `design_rows(model, inputs)`: F or H alone (e.g. of an anchor pool).
-- `EmbeddingCache`: embeddings on disk keyed by model fingerprint + probe (or prompt) digest, so a
-  second measurement runs no forward pass.
+- `EmbeddingCache`: embeddings on disk keyed by model fingerprint + probe digest (text embeddings: the text
+  side's fingerprint + prompt digest), so a second measurement runs no forward pass.
 - `ProbeStore`: canonical probe tensors by digest, so a descriptor's probes can be found again.
 """
 
@@ -45,7 +45,8 @@ STREAM_BATCHES = 64  # a miss of more batches than this is encoded and kept on d
 
 
 class EmbeddingCache:
-    """safetensors files under `root`, one per (model fingerprint, content digest[, autocast dtype]).
+    """safetensors files under `root`, one per (model fingerprint, content digest[, autocast dtype]); text
+    embeddings are keyed on the model's `text_fingerprint` instead (its tensors outside the tower).
 
     Entries are written under the cache folder's lock, once (`locks.write_once`), so processes sharing
     the cache never write one at the same time. Embeddings measured under a narrow autocast dtype
@@ -116,9 +117,17 @@ class EmbeddingCache:
             us.append(emb.u)
         return ProbeEmbeddings(z=torch.cat(zs), u=None if us[0] is None else torch.cat(us))
 
-    def texts(self, model: DualEncoder, prompts: Sequence[str]) -> torch.Tensor:
+    def texts_path(self, model: DualEncoder, prompts: Sequence[str]) -> Path:
+        """Where the text embeddings of `prompts` by `model` are, or will be, kept: keyed on the model's
+        `text_fingerprint`, so every fine-tune and edit of one model's tower shares them."""
+        settings = active_compute()
+        narrow = f".{settings.dtype}" if settings.narrow else ""
         digest = hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()
-        path = self._path(model, digest, "texts")
+        return self.root / f"{model.text_fingerprint}-{digest[:32]}.texts{narrow}.safetensors"
+
+    def texts(self, model: DualEncoder, prompts: Sequence[str]) -> torch.Tensor:
+        """The text embeddings g (M, d) of `prompts`, read or encoded and kept."""
+        path = self.texts_path(model, prompts)
         if path.exists():
             return load_file(str(path))["g"]
         with autocast(model.device):

@@ -56,6 +56,27 @@ def test_measuring_twice_hits_the_cache(tmp_path, monkeypatch):
     assert d1.norm() > 0
 
 
+def test_a_fine_tune_of_the_tower_reuses_its_bases_text_embeddings_and_a_new_text_tower_does_not(tmp_path, monkeypatch):
+    pre = get_model("open_clip:ViT-S-32")
+    cache = EmbeddingCache(tmp_path)
+    g = cache.texts(pre, PROMPTS)
+    encoded = []
+    original = type(pre).encode_texts
+    monkeypatch.setattr(type(pre), "encode_texts", lambda self, texts: encoded.append(self) or original(self, texts))
+
+    tuned = pre.copy_for_new_weights()
+    tuned.module.load_state_dict(perturbed_state(pre), strict=False)
+    assert tuned.fingerprint != pre.fingerprint and tuned.text_fingerprint == pre.text_fingerprint
+    assert torch.equal(cache.texts(tuned, PROMPTS), g) and encoded == []
+
+    retexted = pre.copy_for_new_weights()
+    retexted.module.load_state_dict(perturbed_state(pre, prefix="transformer."), strict=False)
+    assert retexted.text_fingerprint != pre.text_fingerprint
+    again = cache.texts(retexted, PROMPTS)
+    assert encoded == [retexted] and not torch.allclose(again, g)
+    assert torch.equal(cache.texts(retexted, PROMPTS), again) and encoded == [retexted]
+
+
 def test_a_model_minus_itself_is_a_zero_descriptor(tmp_path):
     pre = get_model("hf:tiny-siglip")
     d = measure(pre, pre, probes_n(4), PROMPTS, "toy", cache=EmbeddingCache(tmp_path))

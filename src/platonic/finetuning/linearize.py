@@ -137,6 +137,10 @@ class LinearizedEncoder(DualEncoder):
     def architecture_id(self) -> str:
         return "linearized/" + self.base.architecture_id()
 
+    @property
+    def text_fingerprint(self) -> str:
+        return self.base.text_fingerprint  # the tangent update moves the tower only; texts are the base's
+
     def weights_digest(self) -> str:
         h = hashlib.sha256(self.base.weights_digest().encode())
         for name in self.names:

@@ -199,13 +199,36 @@ class DualEncoder(ABC):
             self._fingerprint = cached
         return cached
 
+    @property
+    def text_fingerprint(self) -> str:
+        """Architecture + digest of the model's tensors outside its tower (the text tower, the logit head): what
+        `encode_texts` can depend on, so the key of cached text embeddings (`EmbeddingCache.texts`). A fine-tune
+        or an edit of the tower keeps it, so its prompts are not encoded again. A model whose `module` holds
+        nothing outside its tower keys its texts on `fingerprint`. Computed once, reset with the fingerprint."""
+        cached = getattr(self, "_text_fingerprint", None)
+        if cached is None:
+            inside = {id(t) for t in self.tower.state_dict(keep_vars=True).values()}
+            outside = {name: t for name, t in self.module.state_dict(keep_vars=True).items() if id(t) not in inside}
+            if outside:
+                h = hashlib.sha256()
+                for name, t in sorted(outside.items()):
+                    update_with_tensor(h, t.detach(), name)
+                arch = hashlib.sha256(self.architecture_id().encode()).hexdigest()[:16]
+                cached = f"{arch}-text-{h.hexdigest()[:32]}"
+            else:
+                cached = self.fingerprint
+            self._text_fingerprint = cached
+        return cached
+
     def invalidate_fingerprint(self) -> None:
         self._fingerprint = None
+        self._text_fingerprint = None
 
     def copy_for_new_weights(self) -> "DualEncoder":
         """A deep copy that is about to get other weights (a fine-tune): its fingerprints are reset."""
         other = copy.deepcopy(self)
         other._fingerprint = None
+        other._text_fingerprint = None
         other._base_fingerprint = None
         other.export_base = None
         return other
