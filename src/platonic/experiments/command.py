@@ -309,8 +309,9 @@ def _demo_anchor(setup: str) -> dict:
 def run_demo(setup: str, output: Path, log: Callable[[str], None] = print, students: bool = False,
              world: Path | None = None) -> tuple[dict, str]:
     """The demo: addition, negation and generalisation on a named setup, then addition and negation again with
-    the anchored solve (pool weight `DEMO_ANCHOR_WEIGHTS[setup]`, else SolveConfig's); writes the run into `output`, with solve_comparison.md and the headline tables
-    (headline.json, headline.md: what the README shows) beside; returns (results, comparison).
+    the anchored solve (pool weight `DEMO_ANCHOR_WEIGHTS[setup]`, else SolveConfig's); writes the run into
+    `output`, with solve_comparison.md and the headline tables (headline.json, headline.md: what the README
+    shows) beside; returns (results, comparison).
 
     students (trunk-world only): the trunk world's towers trained from scratch beside its three trunk models
     (built on first use), so that retention is printed per (source family, target family) across families.
