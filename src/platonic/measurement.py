@@ -61,15 +61,15 @@ class EmbeddingCache:
         self.root = Path(root) if root is not None else cache_dir("embeddings")
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def _path(self, model: DualEncoder, digest: str, kind: str) -> Path:
-        # the site digest guards against weights folded without refreshing the fingerprint
+    def _path(self, key: str, digest: str, kind: str) -> Path:
         settings = active_compute()
         narrow = f".{settings.dtype}" if settings.narrow else ""
-        return self.root / f"{model.fingerprint}-{model.site_digest()[:16]}-{digest[:32]}.{kind}{narrow}.safetensors"
+        return self.root / f"{key}-{digest[:32]}.{kind}{narrow}.safetensors"
 
     def probes_path(self, model: DualEncoder, probes) -> Path:
         """Where the embeddings of `probes` (a tensor or a lazily decoded split) by `model` are, or will be, kept."""
-        return self._path(model, inputs_digest(probes), "probes")
+        # the site digest guards against weights folded without refreshing the fingerprint
+        return self._path(f"{model.fingerprint}-{model.site_digest()[:16]}", inputs_digest(probes), "probes")
 
     def probes(self, model: DualEncoder, probes, batch_size: int | None = None, progress: bool = True) -> ProbeEmbeddings:
         """The embeddings (z (N, d), u (N, p) or None) of canonical `probes`, read or encoded and kept.
@@ -120,10 +120,7 @@ class EmbeddingCache:
     def texts_path(self, model: DualEncoder, prompts: Sequence[str]) -> Path:
         """Where the text embeddings of `prompts` by `model` are, or will be, kept: keyed on the model's
         `text_fingerprint`, so every fine-tune and edit of one model's tower shares them."""
-        settings = active_compute()
-        narrow = f".{settings.dtype}" if settings.narrow else ""
-        digest = hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest()
-        return self.root / f"{model.text_fingerprint}-{digest[:32]}.texts{narrow}.safetensors"
+        return self._path(model.text_fingerprint, hashlib.sha256(json.dumps(list(prompts)).encode()).hexdigest(), "texts")
 
     def texts(self, model: DualEncoder, prompts: Sequence[str]) -> torch.Tensor:
         """The text embeddings g (M, d) of `prompts`, read or encoded and kept."""
