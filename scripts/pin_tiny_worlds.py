@@ -1,5 +1,5 @@
 """Write the tiny worlds' weight pins (tests/world/tiny_world_pins.json, tests/audio_zoo/tiny_audio_world_pins.json,
-tests/world/tiny_trunk_world_pins.json).
+tests/trunk_world/tiny_trunk_world_pins.json).
 
 Run it after a deliberate change of what a world build trains, together with a bump of that world's
 RECIPE_VERSION (platonic.world.image.build, platonic.world.audio.build, platonic.world.image.trunkworld.recipe,
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> None:
     write_pins(image, build.RECIPE_VERSION, ROOT / "tests" / "world" / "tiny_world_pins.json")
     write_pins(audio, audio_build.RECIPE_VERSION, ROOT / "tests" / "audio_zoo" / "tiny_audio_world_pins.json")
     write_pins(trunk, f"{trunk_recipe.RECIPE_VERSION}+{trunk_recipe.STUDENT_VERSION}",
-               ROOT / "tests" / "world" / "tiny_trunk_world_pins.json")
+               ROOT / "tests" / "trunk_world" / "tiny_trunk_world_pins.json")
     print("pinned", image, audio, "and", trunk)
 
 

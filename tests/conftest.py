@@ -7,7 +7,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import pytest
 import torch
-from helpers import world_folder
+from helpers import WORLD_FOLDERS, world_folder
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one thread each, not four on two
     torch.set_num_threads(1)
@@ -23,9 +23,11 @@ def unit(x):
 
 
 # Under pytest-xdist (`make test` runs `-n 2 --dist loadfile`) a worker builds each session fixture it uses, so the
-# tests of one built world go to one worker together: every test under tests/world/ (the tiny image world, the trunk
-# world), tests/audio_zoo/ (the tiny audio world) or tests/audio_world/ (its data) is one unit; any other test goes
-# with its file (whose module-scoped fixtures are then built once).
+# tests of one built world go to one worker together: every test under a world folder (tests/trunk_world/: the image
+# world on pretrained trunks; tests/world/: the tiny image world; tests/audio_zoo/: the tiny audio world;
+# tests/audio_world/: its data) is one unit; any other test goes with its file (whose module-scoped fixtures are then
+# built once). The world units are the longest, so they are handed out first, in WORLD_FOLDERS' order (slowest
+# first): the two workers each start on a world and share the many short files at the end.
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadfile":
@@ -35,5 +37,11 @@ def pytest_xdist_make_scheduler(config, log):
     class WorldsTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return world_folder(nodeid) or nodeid.split("::", 1)[0]
+
+        def _assign_work_unit(self, node) -> None:
+            for folder in reversed(WORLD_FOLDERS):
+                if folder in self.workqueue:
+                    self.workqueue.move_to_end(folder, last=False)
+            super()._assign_work_unit(node)
 
     return WorldsTogether(config, log)

@@ -7,8 +7,9 @@ import torch
 from platonic import Descriptor, ProbeGrid, Provenance
 
 # The folders whose tests `make test` runs as one unit each, on one worker (tests/conftest.py): every test of a
-# built world (a session fixture) lives in its world's folder (tests/test_suite_scheduling.py checks it).
-WORLD_FOLDERS = ("tests/world/", "tests/audio_zoo/", "tests/audio_world/")
+# built world (a session fixture) lives in its world's folder (tests/test_suite_scheduling.py checks it). Slowest
+# first: the scheduler hands them out in this order.
+WORLD_FOLDERS = ("tests/trunk_world/", "tests/world/", "tests/audio_zoo/", "tests/audio_world/")
 
 
 def world_folder(path: str) -> str | None:

@@ -7,7 +7,7 @@ weights below the cut, and runs only what is above it:
 
     _forward_tower(x) = Above(visual)(below(visual, x))      with below(visual, x) cached
 
-which equals `visual(x)` bit for bit (tests/world/test_trunk_world.py). The weights' digest is taken at the start
+which equals `visual(x)` bit for bit (tests/trunk_world/test_trunk_world.py). The weights' digest is taken at the start
 of every `encode_probes` call, and any module below the cut that is not the trunk's own (e.g. a LoRA layer
 wrapped around one) turns the cache off for that call, so an edit below the cut is never served stale activations.
 Measuring the trunk world's 48 sources on every task's probes drops from about 50 minutes of trunk forwards to

@@ -79,30 +79,6 @@ def tiny_trunk_world(tmp_path_factory):
         torch.set_num_threads(threads)
 
 
-TRUNK_PINS = Path(__file__).with_name("tiny_trunk_world_pins.json")
-
-
-def test_the_tiny_trunk_worlds_weights_are_pinned(tiny_trunk_world, tmp_path):
-    """A change of what the trunk world's build or its students' build trains must bump RECIPE_VERSION or
-    STUDENT_VERSION and re-pin (scripts/pin_tiny_worlds.py)."""
-    import shutil
-
-    from platonic.world.image.build import KINDS
-    from platonic.world.image.trunkworld.build import ensure_sources
-    from platonic.world.image.trunkworld.students import ensure_students
-
-    pins = json.loads(TRUNK_PINS.read_text())
-    versions = f"{recipe.RECIPE_VERSION}+{recipe.STUDENT_VERSION}"
-    assert pins["recipe"] == versions, "the recipe versions changed: re-pin with scripts/pin_tiny_worlds.py"
-    world = Path(shutil.copytree(tiny_trunk_world, tmp_path / tiny_trunk_world.name))  # the other tests' world stays
-    ensure_sources(world, KINDS, progress=False)  # every kind of every model and student: one file set
-    ensure_students(world, KINDS, progress=False)
-    changed = differences(world, TRUNK_PINS)
-    assert not changed, ("the tiny trunk world's weights moved without a version bump; if the change is meant, bump "
-                         "trunkworld.recipe.RECIPE_VERSION (or STUDENT_VERSION) and run scripts/pin_tiny_worlds.py: "
-                         + "; ".join(changed[:5]))
-
-
 def test_a_built_model_is_an_open_clip_directory_open_clip_alone_loads(tiny_trunk_world):
     from platonic.world.backend import load_world_model
 
@@ -247,8 +223,33 @@ def test_the_vit_student_learns_above_its_last_block_and_lora_adapts_its_attenti
     assert vit_source.stat().st_mtime_ns == written
 
 
-def test_the_report_with_the_students_reads_them_and_is_measured_again_when_they_are_rebuilt(tiny_trunk_world,
-                                                                                           monkeypatch):
+TRUNK_PINS = Path(__file__).with_name("tiny_trunk_world_pins.json")
+
+
+# The tests of this module share one tiny trunk world and build on request what they ask for, so their order is
+# chosen for speed: the tests of building on first use come first, then this one builds every kind of every model
+# and student (the pinned file set) in the shared world, which the report, the engine and the demo then read;
+# the test that rebuilds the students under another recipe comes last. Each test is correct alone or in any
+# order; another order builds more.
+def test_the_tiny_trunk_worlds_weights_are_pinned(tiny_trunk_world):
+    """A change of what the trunk world's build or its students' build trains must bump RECIPE_VERSION or
+    STUDENT_VERSION and re-pin (scripts/pin_tiny_worlds.py)."""
+    from platonic.world.image.build import KINDS
+    from platonic.world.image.trunkworld.build import ensure_sources
+    from platonic.world.image.trunkworld.students import ensure_students
+
+    pins = json.loads(TRUNK_PINS.read_text())
+    versions = f"{recipe.RECIPE_VERSION}+{recipe.STUDENT_VERSION}"
+    assert pins["recipe"] == versions, "the recipe versions changed: re-pin with scripts/pin_tiny_worlds.py"
+    ensure_sources(tiny_trunk_world, KINDS, progress=False)  # every kind of every model and student: one file set
+    ensure_students(tiny_trunk_world, KINDS, progress=False)  # (what an earlier test built under a changed recipe
+    changed = differences(tiny_trunk_world, TRUNK_PINS)         # is stale, so built again under this one)
+    assert not changed, ("the tiny trunk world's weights moved without a version bump; if the change is meant, bump "
+                         "trunkworld.recipe.RECIPE_VERSION (or STUDENT_VERSION) and run scripts/pin_tiny_worlds.py: "
+                         + "; ".join(changed[:5]))
+
+
+def test_the_report_with_the_students_reads_them_and_a_current_report_is_read_back(tiny_trunk_world, monkeypatch):
     from platonic.experiments.checks import trunk_world as trunk_checks
 
     report = trunk_checks.trunk_world_report(tiny_trunk_world, students=True, diagnostics=False)
@@ -261,10 +262,6 @@ def test_the_report_with_the_students_reads_them_and_is_measured_again_when_they
                         name="report": asked.append((name, force)) or {})
     trunk_checks.trunk_world_report(tiny_trunk_world, students=True)
     assert asked[-1] == ("report-students", False)  # current: read back
-    monkeypatch.setattr(recipe, "STUDENT_VERSION", "rebuilt")  # another student recipe: rebuilt, measured again
-    trunk_checks.trunk_world_report(tiny_trunk_world, students=True)
-    assert asked[-1] == ("report-students", True)
-    assert json.loads((tiny_trunk_world / "STUDENTS.json").read_text())["recipe"] == recipe.students_hash("tiny", 0) != built
 
 
 def test_the_engine_reads_the_trunk_world(tiny_trunk_world, tmp_path, monkeypatch):
@@ -488,3 +485,19 @@ def test_task_arithmetic_runs_on_the_trunk_world(tiny_trunk_world, tmp_path, mon
     mixed = CliRunner().invoke(app, ["experiment", "task_arithmetic", "--setup", "trunk-world", "--model",
                                      "mine=open_clip:ViT-S-32", "--task", "shapes"])
     assert mixed.exit_code != 0 and "trunk world's own models" in mixed.output
+
+
+def test_the_report_with_the_students_is_measured_again_when_they_are_rebuilt(tiny_trunk_world, monkeypatch):
+    """Last in the module: it rebuilds every student under another recipe."""
+    from platonic.experiments.checks import trunk_world as trunk_checks
+
+    trunk_checks.trunk_world_report(tiny_trunk_world, students=True, diagnostics=False)  # current (read back if built)
+    built = json.loads((tiny_trunk_world / "STUDENTS.json").read_text())["recipe"]
+    assert built == recipe.students_hash("tiny", 0)
+    asked = []
+    monkeypatch.setattr(trunk_checks, "write_report", lambda path, measure, markdown, force=False, bars=None,
+                        name="report": asked.append((name, force)) or {})
+    monkeypatch.setattr(recipe, "STUDENT_VERSION", "rebuilt")  # another student recipe: rebuilt, measured again
+    trunk_checks.trunk_world_report(tiny_trunk_world, students=True)
+    assert asked[-1] == ("report-students", True)
+    assert json.loads((tiny_trunk_world / "STUDENTS.json").read_text())["recipe"] == recipe.students_hash("tiny", 0) != built
