@@ -14,6 +14,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one threa
 
 
 @pytest.fixture
+def one_torch_thread():
+    """Torch on one thread for the test, as `make test`'s workers have it, in a plain `pytest` run too (a module
+    asks for it with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def gen():
     return torch.Generator().manual_seed(0)
 

@@ -24,12 +24,7 @@ from platonic.world.image.trunkworld.tower import Above, below, model_input  # n
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from weight_pins import differences  # noqa: E402
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("name", ["lite0-linear", "lite1-attn", "scratch-resnet", "scratch-vit"])

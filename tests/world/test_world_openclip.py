@@ -41,12 +41,7 @@ FORMS = {  # spec -> (edit site class, words of the site rule's family, LoRA tar
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def embeddings(model, images, texts=TEXTS, tokenizer=None):
