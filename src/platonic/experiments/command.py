@@ -287,8 +287,7 @@ def _run_standalone(request: ExperimentRequest, protocol: Protocol, sizes: int |
     """task_arithmetic: its own labelled setup, sliced by --models / --tasks, and its runner's options."""
     from .engine import TaskVectorRecipe
 
-    options = {"recipe": TaskVectorRecipe(**({"steps": request.steps} if request.steps is not None else {})),
-               "val_size": sizes,
+    options = {"val_size": sizes,
                "negation_flavours": _csv(request.negation_flavours, "--negation-flavours"),
                "merges": check_merges(_csv(request.merges, "--merges") if request.merges else list(MERGE_RULES))}
     if request.lambdas:
@@ -297,6 +296,8 @@ def _run_standalone(request: ExperimentRequest, protocol: Protocol, sizes: int |
         options["flavours"] = _csv(request.flavours, "--flavours")
     setup = labelled_setup(request.setup, request.model, request.task, request.control, request.world,
                            _csv(request.models, "--models"), _csv(request.tasks, "--tasks"), device)
+    recipe = setup.recipe or TaskVectorRecipe()  # a YAML's `task_vectors:` block; --steps over its steps
+    options["recipe"] = recipe.model_copy(update={"steps": request.steps}) if request.steps is not None else recipe
     return run_experiments(setup, [protocol.name], request.output, plots=request.plots,
                            options={protocol.name: options}, log=log)
 

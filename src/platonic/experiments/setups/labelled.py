@@ -19,6 +19,7 @@ import torch
 
 from ...errors import InvalidInputError
 from ..engine.setup import EvalSet
+from ..engine.weight_space import TaskVectorRecipe
 
 CONTROL_SPLIT_SEED = 7
 
@@ -49,6 +50,7 @@ class TaskArithmeticSetup:
     models: dict  # name -> DualEncoder (pre-trained)
     tasks: dict[str, LabelledTask]
     controls: dict[str, Control] = field(default_factory=dict)
+    recipe: TaskVectorRecipe | None = None  # a YAML's `task_vectors:` block; None: TaskVectorRecipe's defaults
 
     def describe(self) -> dict:
         return {"name": self.name,
@@ -69,7 +71,7 @@ class TaskArithmeticSetup:
         if len(keep_t) < 2:
             raise InvalidInputError("task addition needs at least two tasks; name two or more with --tasks")
         return TaskArithmeticSetup(self.name, {n: self.models[n] for n in keep_m}, {n: self.tasks[n] for n in keep_t},
-                                   self.controls)
+                                   self.controls, self.recipe)
 
 
 def split_control(name: str, whole: EvalSet, seed: int = CONTROL_SPLIT_SEED) -> Control:
@@ -146,7 +148,7 @@ def config_ta_setup(config, device="cpu") -> TaskArithmeticSetup:
         images = images.materialise()  # task arithmetic fine-tunes (and caches) on the whole train split
         tasks[name] = LabelledTask(name, spec.prompts, EvalSet(f"{name}/train", images, labels, spec.prompts), spec.val, spec.test)
     controls = {name: split_control(name, control) for name, control in read_controls.items()}
-    return TaskArithmeticSetup(config.name, models, tasks, controls)
+    return TaskArithmeticSetup(config.name, models, tasks, controls, config.task_vectors)
 
 
 def labelled_setup(setup: str, models=(), tasks=(), controls=(), world: Path | None = None, model_names=None,

@@ -22,6 +22,9 @@
                                               #   a second run with the same settings and data trains nothing);
                                               #   a task may change it: tasks: {sun397: {finetune: {epochs: 1}}}
     gradient_ascent: {steps: 20, lr: 1e-5}  # optional: the negation baseline's budget (loss negated)
+    task_vectors: {steps: 2000, batch_size: 128, warmup_fraction: 0.25}   # optional: task_arithmetic's fine-tunes
+                                              #   (experiments.engine.TaskVectorRecipe; default 64 steps of 64
+                                              #   at lr 1e-3; --steps replaces its steps)
     related_group: [cars, dtd]                # optional: the generalisation experiment's related tasks
     held_out: aircraft                        #   and its held-out related task
     probes_per_class: 30                      # probes: 30 per class from train, seed 42 (method.md §1.6)
@@ -47,6 +50,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from ..engine.weight_space import TaskVectorRecipe
 from ...data.probes import CONTROL_PER_CLASS, CONTROL_SEED, PROBE_SEED, PROBES_PER_CLASS
 from ...data.sources import is_folder, missing_path, resolve_source_paths
 from ...errors import InvalidInputError
@@ -123,6 +127,7 @@ class ExperimentConfig(BaseModel):
     sources: dict[str, dict[str, str]] = Field(default_factory=dict)
     finetune: FinetuneConfig | None = None
     gradient_ascent: FinetuneConfig = GRADIENT_ASCENT
+    task_vectors: TaskVectorRecipe | None = None  # task_arithmetic's fine-tunes (None: the recipe's defaults)
     related_group: list[str] = Field(default_factory=list)
     held_out: str | None = None
     probes_per_class: int = Field(PROBES_PER_CLASS, ge=1)
