@@ -19,7 +19,7 @@ import torch
 
 from ...errors import InvalidInputError
 from ..engine.setup import EvalSet
-from ..engine.weight_space import TaskVectorRecipe
+from ..engine import TaskVectorRecipe
 
 CONTROL_SPLIT_SEED = 7
 

@@ -50,12 +50,12 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from ..engine.weight_space import TaskVectorRecipe
 from ...data.probes import CONTROL_PER_CLASS, CONTROL_SEED, PROBE_SEED, PROBES_PER_CLASS
 from ...data.sources import is_folder, missing_path, resolve_source_paths
 from ...errors import InvalidInputError
 from ...finetuning import GRADIENT_ASCENT, FinetuneConfig, require_pinned
 from ...models import has_backend_prefix, resolve_spec_paths, spec_files
+from ..engine import TaskVectorRecipe
 
 
 class DataSetConfig(BaseModel):
