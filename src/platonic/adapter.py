@@ -130,14 +130,9 @@ class Adapter:
 
     def digest(self) -> str:
         """sha256 over the adapter's tensors in name order."""
-        import hashlib
+        from .hashing import tensors_digest
 
-        from .hashing import update_with_tensor
-
-        h = hashlib.sha256()
-        for name in sorted(self.weights):
-            update_with_tensor(h, self.weights[name], name)
-        return h.hexdigest()
+        return tensors_digest(self.weights)
 
     # -- storage --------------------------------------------------------------------------------
     def metadata(self) -> dict:

@@ -19,3 +19,11 @@ def tensor_digest(t: torch.Tensor) -> str:
     h = hashlib.sha256()
     update_with_tensor(h, t)
     return h.hexdigest()
+
+
+def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 over named tensors (each fed as `update_with_tensor` does), in name order."""
+    h = hashlib.sha256()
+    for name, t in sorted(tensors.items()):
+        update_with_tensor(h, t, name)
+    return h.hexdigest()

@@ -23,14 +23,7 @@ from torch import nn
 
 from ..edit import EditSite, ProbeEmbeddings
 from ..errors import EditSiteError, InvalidInputError
-from ..hashing import update_with_tensor
-
-def _tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
-    """sha256 over named tensors (names, dtypes, shapes, bytes), in name order."""
-    h = hashlib.sha256()
-    for name, t in sorted(tensors.items()):
-        update_with_tensor(h, t, name)
-    return h.hexdigest()
+from ..hashing import tensors_digest
 
 
 QUERY_VALUE_NAMES = ("q_proj", "v_proj", "q", "v", "query", "value")
@@ -187,7 +180,7 @@ class DualEncoder(ABC):
 
     def weights_digest(self) -> str:
         """sha256 over the state dict (names, dtypes, shapes, bytes), in name order."""
-        return _tensors_digest(self.module.state_dict())
+        return tensors_digest(self.module.state_dict())
 
     def _architecture_key(self) -> str:
         return hashlib.sha256(self.architecture_id().encode()).hexdigest()[:16]
@@ -215,9 +208,8 @@ class DualEncoder(ABC):
         cached = getattr(self, "_text_fingerprint", None)
         if cached is None:
             inside = {id(t) for t in self.tower.state_dict(keep_vars=True).values()}
-            outside = {name: t.detach() for name, t in self.module.state_dict(keep_vars=True).items()
-                       if id(t) not in inside}
-            cached = f"{self._architecture_key()}-text-{_tensors_digest(outside)[:32]}" if outside else self.fingerprint
+            outside = {name: t for name, t in self.module.state_dict(keep_vars=True).items() if id(t) not in inside}
+            cached = f"{self._architecture_key()}-text-{tensors_digest(outside)[:32]}" if outside else self.fingerprint
             self._text_fingerprint = cached
         return cached
 
@@ -265,7 +257,7 @@ class DualEncoder(ABC):
 
     def site_digest(self) -> str:
         """sha256 of the edit site's current tensors (cheap; changes with every fold)."""
-        return _tensors_digest(self.edit_site.tensors())
+        return tensors_digest(self.edit_site.tensors())
 
     @torch.inference_mode()
     def encode_probes(self, probes: torch.Tensor, batch_size: int = 64, progress: bool = False) -> ProbeEmbeddings:
