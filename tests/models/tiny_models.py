@@ -18,6 +18,11 @@ VOCAB = 49408  # open_clip's bundled BPE vocabulary
 SMALL_TEXT = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                   max_position_embeddings=32)
 SMALL_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, patch_size=8)
+# open_clip's ViT-S-32 config at a test's size: the same classes (VisionTransformer, TextTransformer, packed
+# nn.MultiheadAttention), two blocks of width 64 a tower, 64 px images in 16 patches
+TINY_OPEN_CLIP_VIT = {"embed_dim": 64, "vision_cfg": {"image_size": 64, "layers": 2, "width": 64, "head_width": 32,
+                                                      "patch_size": 16},
+                      "text_cfg": {"context_length": 77, "vocab_size": VOCAB, "width": 64, "heads": 2, "layers": 2}}
 
 
 class BPETokenizer:
@@ -59,6 +64,27 @@ def tiny_hf(kind: str, tokenizer=None):
                                                      hidden_size=32), projection_dim=24),
     }
     return from_config(configs[kind](), spec=f"hf:tiny-{kind}", tokenizer=tokenizer or BPETokenizer())
+
+
+def tiny_open_clip_dir(directory) -> str:
+    """An open_clip CLIP of `TINY_OPEN_CLIP_VIT`'s sizes with random weights (seed 0), written as an open_clip local
+    directory as open_clip's `save_for_hf` writes one (open_clip_config.json, open_clip_model.safetensors; no
+    tokenizer files, so open_clip uses its bundled BPE tokenizer). Returns its spec, `open_clip:local-dir:DIR`."""
+    from pathlib import Path
+
+    from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
+    from open_clip.model import CLIP
+    from open_clip.push_to_hf_hub import save_config_for_hf
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model = CLIP(**TINY_OPEN_CLIP_VIT)
+    model.visual.image_mean, model.visual.image_std = OPENAI_DATASET_MEAN, OPENAI_DATASET_STD  # as create_model sets them
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / "open_clip_model.safetensors"))
+    save_config_for_hf(model, directory / "open_clip_config.json", model_config=TINY_OPEN_CLIP_VIT)
+    return f"open_clip:local-dir:{directory}"
 
 
 _MODELS = {}
