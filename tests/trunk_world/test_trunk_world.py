@@ -388,6 +388,37 @@ def test_the_shared_activations_give_the_towers_embeddings_and_never_serve_an_ed
     assert torch.equal(source.encode_probes(images, batch_size=2).z, wrapped) and not torch.equal(wrapped, edited)
 
 
+def test_the_shared_text_features_give_each_models_text_embeddings_and_never_serve_a_changed_minilm(tiny_trunk_world):
+    from platonic.finetuning.lora import attach_lora
+    from platonic.world.backend import load_world_model
+    from platonic.world.image.trunkworld.shared import TEXT_FEATURES
+
+    TEXT_FEATURES.clear()
+    texts = ["a photo of the digit 7.", "a drawing of a star, in blue.", "an icon."]
+
+    def open_clips(model):  # open_clip's own encode_text of the model as it is now
+        with torch.no_grad():
+            return model.model.encode_text(model.tokenizer(texts)).float()
+
+    lite0, lite2 = (load_world_model(f"trunk/{n}", root=tiny_trunk_world) for n in ("lite0-linear", "lite2-linear"))
+    with torch.no_grad():
+        first = lite0.encode_texts(texts)
+        assert len(TEXT_FEATURES.items) == 1 and torch.equal(first, open_clips(lite0))  # bit for bit
+        other = lite2.encode_texts(texts)  # another model, its own projection, the same MiniLM: read, not encoded
+        assert len(TEXT_FEATURES.items) == 1 and torch.equal(other, open_clips(lite2)) and other.shape[1] == 192
+        lite2.model.text.transformer.embeddings.word_embeddings.weight.mul_(1.5)  # MiniLM changed in place
+        changed = lite2.encode_texts(texts)
+        assert len(TEXT_FEATURES.items) == 2 and torch.equal(changed, open_clips(lite2)) and not torch.equal(changed, other)
+        assert torch.equal(lite0.encode_texts(texts), first)  # lite0's MiniLM is its own, unchanged
+    attach_lora(lite0.model.text.transformer, ["query"], rank=2, alpha=4, spec=lite0.spec, seed=0)  # a wrapper: not cached
+    with torch.no_grad():
+        for name, p in lite0.model.text.named_parameters():
+            if "lora_B" in name:
+                p.fill_(0.01)
+        wrapped = lite0.encode_texts(texts)
+        assert len(TEXT_FEATURES.items) == 2 and torch.equal(wrapped, open_clips(lite0)) and not torch.equal(wrapped, first)
+
+
 def test_the_trunk_worlds_report_checks_issue_33s_bars():
     from platonic.experiments.checks import trunk_world_checks
 

@@ -25,6 +25,7 @@ from ....errors import InvalidInputError
 from ...common.losses import contrastive_loss, prompt_overlap, set_overlap
 from ..tasks import CONTROLS, GENERIC_CAPTIONS, TASKS, caption_pools
 from .recipe import PretrainRecipe
+from .shared import pooled_text
 
 MAX_LOG_SCALE = math.log(100.0)
 
@@ -148,10 +149,5 @@ def caption_features(model: nn.Module, vocab: list[str], tokenizer, batch: int =
     """(V, 384) float32: MiniLM's mean-pooled features of `vocab` through open_clip's text tower up to its projection
     (`model.text.proj`), i.e. encode_text(t) == proj(caption_features(t)). tokenizer: open_clip's HFTokenizer of
     the model."""
-    text = model.text
-    proj, text.proj = text.proj, nn.Identity()
-    try:
-        out = [text(tokenizer(vocab[i:i + batch])) for i in range(0, len(vocab), batch)]
-    finally:
-        text.proj = proj
+    out = [pooled_text(model.text, tokenizer(vocab[i:i + batch])) for i in range(0, len(vocab), batch)]
     return torch.cat(out).float()

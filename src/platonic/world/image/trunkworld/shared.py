@@ -2,8 +2,8 @@
 
 Every source of a trunk world model changes only the tower above the cut (`tower.Above`), so the base model and its
 16 sources run the same stem and stages on the same inputs. `SharedTrunkEncoder` (platonic's open_clip encoder)
-keeps those activations in a process-wide cache (`ACTIVATIONS`), keyed by the content of the input batch and of the
-weights below the cut, and runs only what is above it:
+keeps those activations in a process-wide cache (`ACTIVATIONS`), keyed by the content of the input batch (and its
+device) and of the weights below the cut, and runs only what is above it:
 
     _forward_tower(x) = Above(visual)(below(visual, x))      with below(visual, x) cached
 
@@ -12,14 +12,27 @@ of every `encode_probes` call, and any module below the cut that is not the trun
 wrapped around one) turns the cache off for that call, so an edit below the cut is never served stale activations.
 Measuring the trunk world's 48 sources on every task's probes drops from about 50 minutes of trunk forwards to
 the base's once. Batches that need gradients or run under autocast are not cached.
+
+The text side likewise: every trunk world model and student reads its prompts through the same frozen MiniLM
+and its own projection, so `encode_texts` keeps MiniLM's pooled features of a token batch (`TEXT_FEATURES`), keyed
+by the tokens, their device and the digest of the text tower below its projection, and applies the model's
+projection:
+
+    encode_texts(t) = proj(pooled_text(text, tokens(t)))      with pooled_text cached
+
+equal to open_clip's `encode_text` bit for bit. That digest is taken again whenever one of those tensors was
+replaced or changed in place since the last call (`TextDigest`). Texts encoded under autocast are not cached.
 """
 
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import torch
+from torch import nn
 
 from ....hashing import update_with_tensor
 from ....models.open_clip_backend import OpenClipEncoder
@@ -68,6 +81,7 @@ class ActivationCache:
 
 
 ACTIVATIONS = ActivationCache()
+TEXT_FEATURES = ActivationCache(1 << 26)  # 64 MiB of pooled text features, (B, 384) a batch
 
 
 def below_digest(visual) -> str | None:
@@ -85,10 +99,65 @@ def below_digest(visual) -> str | None:
     return h.hexdigest()
 
 
+def text_below_projection(text: nn.Module) -> tuple[nn.Module, ...] | None:
+    """open_clip's HF text tower (`HFTextEncoder`: a transformers model, a pooler, a projection) -> its modules below
+    the projection (the transformer, the pooler); None for any other text tower, or when a module there is not
+    transformers', open_clip's or torch's own (a wrapper such as a LoRA layer)."""
+    if type(text).__name__ != "HFTextEncoder" or not all(hasattr(text, a) for a in ("transformer", "pooler", "proj")):
+        return None
+    below = (text.transformer, text.pooler)
+    for top in below:
+        for module in top.modules():
+            if not type(module).__module__.startswith(("transformers.", "open_clip.", "torch.")):
+                return None
+    return below
+
+
+def pooled_text(text: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """open_clip's HF text tower up to its projection: (B, L) token ids -> (B, W) pooled features, by open_clip's own
+    forward with the projection swapped for an identity, so text.proj(pooled_text(text, tokens)) == text(tokens)."""
+    proj, text.proj = text.proj, nn.Identity()
+    try:
+        return text(tokens)
+    finally:
+        text.proj = proj
+
+
+class TextDigest:
+    """sha256 over a text tower's weights below its projection and their modules' classes, taken again only when
+    one of those tensors is another object, has other storage, or was changed in place since (its version
+    counter, which every in-place write bumps); None when `text_below_projection` refuses the tower."""
+
+    def __init__(self):
+        self._stamp, self._digest = None, None
+
+    def __call__(self, text: nn.Module) -> str | None:
+        below = text_below_projection(text)
+        if below is None:
+            return None
+        tensors = [(f"{k}.{name}", t) for k, top in enumerate(below) for name, t in top.state_dict(keep_vars=True).items()]
+        stamp = [(name, weakref.ref(t), t.data_ptr(), t._version, tuple(t.shape), t.dtype) for name, t in tensors]
+        if not self._same(stamp, tensors):
+            h = hashlib.sha256()
+            for top in below:
+                for name, module in top.named_modules():
+                    h.update(f"{name}:{type(module).__module__}.{type(module).__name__};".encode())
+            for name, t in tensors:
+                update_with_tensor(h, t, name)
+            self._stamp, self._digest = stamp, h.hexdigest()
+        return self._digest
+
+    def _same(self, stamp, tensors) -> bool:
+        old = self._stamp
+        return old is not None and len(old) == len(stamp) and all(
+            a[0] == b[0] and a[1]() is t and a[2:] == b[2:] for a, b, (_, t) in zip(old, stamp, tensors))
+
+
 class SharedTrunkEncoder(OpenClipEncoder):
     """platonic's open_clip encoder of a trunk world model, with the activations below the cut shared (module doc)."""
 
     _below: str | None = None
+    _text_digest: TextDigest | None = None  # this encoder's (a deep copy re-takes it: its tensors are other objects)
 
     def encode_probes(self, probes, batch_size: int = 64, progress: bool = False):
         self._below = below_digest(self.model.visual)
@@ -97,11 +166,27 @@ class SharedTrunkEncoder(OpenClipEncoder):
         finally:
             self._below = None
 
+    @torch.inference_mode()
+    def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        text = getattr(self.model, "text", None)
+        if text is None or torch.is_autocast_enabled(self.device.type):
+            return super().encode_texts(texts)
+        if self._text_digest is None:
+            self._text_digest = TextDigest()
+        digest = self._text_digest(text)
+        if digest is None:
+            return super().encode_texts(texts)
+        tokens = self.tokenizer(list(texts)).to(self.device)
+        h = hashlib.sha256(f"{digest}|{tokens.device}".encode())  # features stay on the device that computed them
+        update_with_tensor(h, tokens)
+        pooled = TEXT_FEATURES.get(h.hexdigest(), lambda: pooled_text(text, tokens))
+        return text.proj(pooled).float().cpu()
+
     def _forward_tower(self, inputs: torch.Tensor) -> torch.Tensor:
         visual = self.model.visual
         if self._below is None or torch.is_grad_enabled() or torch.is_autocast_enabled(inputs.device.type):
             return super()._forward_tower(inputs)
-        h = hashlib.sha256(self._below.encode())
+        h = hashlib.sha256(f"{self._below}|{inputs.device}".encode())
         update_with_tensor(h, inputs)
         activations = ACTIVATIONS.get(h.hexdigest(), lambda: below(visual, inputs))
         return Above(visual)(activations)
