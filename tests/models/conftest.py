@@ -14,6 +14,14 @@ def audio_probes():
     return 0.1 * torch.randn(3, 2 * 16000, generator=torch.Generator().manual_seed(0))  # 2 s of canonical 16 kHz audio
 
 
+@pytest.fixture
+def world_on_disk(tmp_path):
+    """Image folders and a listed ViT-S-32 source under tmp_path (`image_folders.write_image_world`)."""
+    from image_folders import write_image_world
+
+    return write_image_world(tmp_path)
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PLATONIC_CACHE", str(tmp_path / "cache"))

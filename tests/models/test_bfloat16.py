@@ -18,7 +18,7 @@ import warnings
 import pytest
 import torch
 from launching import save_tiny_pair
-from test_experiment_config import write_image_folder
+from image_folders import write_image_folder
 from typer.testing import CliRunner
 
 from platonic.cli import app

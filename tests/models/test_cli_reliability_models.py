@@ -177,7 +177,7 @@ def test_an_export_names_its_base_so_the_bases_bank_applies_again(local_clip):
 
 def test_a_diverging_finetune_stops_at_the_first_non_finite_loss_and_writes_nothing(local_clip):
     """Defect 5: --lr 1e30 went on to write 40 of 40 changed tensors NaN, exit 0."""
-    from test_experiment_config import write_image_folder
+    from image_folders import write_image_folder
 
     write_image_folder(local_clip / "data", ("crimson", "navy"), {"train": 4, "test": 2}, 0)
     result = run("finetune", "models/clip", "--task", "t=data", "--mode", "full", "--steps", "5", "--batch-size", "4",
@@ -199,7 +199,7 @@ def test_a_lora_finetune_has_its_own_card_and_a_wrong_rank_is_named(local_clip):
     "weights match neither"."""
     import json
 
-    from test_experiment_config import write_image_folder
+    from image_folders import write_image_folder
 
     write_image_folder(local_clip / "data", ("crimson", "navy"), {"train": 4, "test": 2}, 0)
     result = run("finetune", "models/clip", "--task", "t=data", "--steps", "2", "--batch-size", "4", "-o", "ft")

@@ -3,67 +3,12 @@
 import json
 
 import pytest
-import torch
-import yaml
-from tiny_models import get_model
-from PIL import Image
-from safetensors.torch import save_file
+from image_folders import setup_yaml
 from typer.testing import CliRunner
 
 from platonic import InvalidInputError
 from platonic.cli import app
 from platonic.experiments.setups import config_from_options, read_config
-
-TASKS = {"reds": ("crimson", "scarlet"), "blues": ("navy", "sky_blue"), "greens": ("olive", "lime")}
-SPLITS = {"train": 4, "val": 2, "test": 3}
-
-
-def write_image_folder(root, classes, splits, seed):
-    """root/SPLIT/CLASS/i.png of noisy single-colour images (one colour per class)."""
-    g = torch.Generator().manual_seed(seed)
-    for split, n in splits.items():
-        for k, cls in enumerate(classes):
-            folder = root / split / cls if split else root / cls
-            folder.mkdir(parents=True, exist_ok=True)
-            for i in range(n):
-                base = torch.tensor([40 + 90 * k, 120, 200 - 60 * k]).view(3, 1, 1)
-                img = (base + 30 * torch.randn(3, 40, 48, generator=g)).clamp(0, 255).to(torch.uint8)
-                Image.fromarray(img.permute(1, 2, 0).numpy()).save(folder / f"{i}.png")
-
-
-@pytest.fixture
-def world_on_disk(tmp_path):
-    for seed, (task, classes) in enumerate(TASKS.items()):
-        write_image_folder(tmp_path / "data" / task, classes, SPLITS, seed)
-    write_image_folder(tmp_path / "data" / "mixed", ("crimson", "navy", "olive"), {None: 2}, 9)
-    # a listed source: a partial state dict of ViT-S-32 with its image projection changed
-    pre = get_model("open_clip:ViT-S-32")
-    g = torch.Generator().manual_seed(0)
-    proj = pre.module.state_dict()["visual.proj"]
-    (tmp_path / "ft").mkdir()
-    save_file({"visual.proj": (proj + 0.3 * proj.std() * torch.randn(proj.shape, generator=g)).contiguous()},
-              str(tmp_path / "ft" / "vit-reds.safetensors"))
-    return tmp_path
-
-
-def setup_yaml(root, **extra):
-    cfg = {
-        "name": "two real architectures",
-        "models": {"vit": "open_clip:ViT-S-32", "vit2": "open_clip:ViT-S-32"},
-        "tasks": {t: {"data": f"data/{t}", "template": "a photo of something {}."} for t in TASKS},
-        "controls": {"mixed": {"data": "data/mixed"}},
-        "sources": {"vit": {"reds": "ft/vit-reds.safetensors"}},
-        "finetune": {"mode": "lora", "steps": 1, "batch_size": 4, "lr": 1e-3},
-        "gradient_ascent": {"steps": 1, "batch_size": 4},
-        "related_group": ["reds", "blues"],
-        "held_out": "greens",
-        "probes_per_class": 3,
-        **extra,
-    }
-    path = root / "setup.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
 
 @pytest.mark.slow
 def test_yaml_setup_runs_the_protocols_on_real_architectures(world_on_disk):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 from tiny_models import get_model  # noqa: F401 - the session's model cache
-from test_experiment_config import setup_yaml, world_on_disk  # noqa: F401 - fixture
+from image_folders import setup_yaml
 
 from platonic.experiments.setups import yaml as config_module
 from platonic.experiments.engine import finetune_cache

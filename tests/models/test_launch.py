@@ -20,7 +20,7 @@ import pytest
 import torch
 from launching import run, save_tiny_pair
 from safetensors.torch import load_file
-from test_experiment_config import write_image_folder
+from image_folders import write_image_folder
 from typer.testing import CliRunner
 
 from platonic.cli import app

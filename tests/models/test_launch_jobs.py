@@ -13,7 +13,7 @@ import json
 import pytest
 import yaml
 from launching import kill_when, run, save_tiny_pair
-from test_experiment_config import write_image_folder
+from image_folders import write_image_folder
 
 pytestmark = pytest.mark.slow
 MACHINE = ("timings", "device")  # how long it took, and on how many processes

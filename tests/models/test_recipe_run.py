@@ -10,7 +10,7 @@ import yaml
 from tiny_models import clip_tokenizer, get_model, tiny_hf
 from huggingface_hub import ModelCard
 from safetensors.torch import save_file
-from test_experiment_config import write_image_folder
+from image_folders import write_image_folder
 from test_native_exports import image_features
 from typer.testing import CliRunner
 

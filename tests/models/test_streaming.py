@@ -5,7 +5,7 @@ pass. Sizes are shrunk by monkeypatching the thresholds (20,000 rows, 64 batches
 import pytest
 import torch
 from tiny_models import clip_tokenizer, tiny_hf
-from test_experiment_config import write_image_folder
+from image_folders import write_image_folder
 
 import platonic.measurement as measurement
 from platonic.data.resolve import open_task

@@ -4,7 +4,7 @@ import json
 
 import pytest
 import yaml
-from test_experiment_config import TASKS, world_on_disk  # noqa: F401 - the fixture
+from image_folders import TASKS
 from tiny_models import tiny_open_clip_dir
 from typer.testing import CliRunner
 
@@ -12,7 +12,7 @@ from platonic.cli import app
 
 
 @pytest.mark.slow
-def test_task_arithmetic_on_a_yaml_setup_runs_attft_lora_att_and_linear_on_open_clip(world_on_disk):  # noqa: F811
+def test_task_arithmetic_on_a_yaml_setup_runs_attft_lora_att_and_linear_on_open_clip(world_on_disk):
     """Packed nn.MultiheadAttention: ATT-FT on in_proj / out_proj, peft's LoRA on it, jvp without its fast path;
     the YAML's `task_vectors:` block sets the fine-tunes' recipe, --steps its steps. The model is open_clip's ViT-S-32
     config at a test's size in a local directory (`tiny_models.TINY_OPEN_CLIP_VIT`): the same classes, and the 21
@@ -42,7 +42,7 @@ def test_task_arithmetic_on_a_yaml_setup_runs_attft_lora_att_and_linear_on_open_
     assert "| ATT-FT + OrthoReg |" in tables and "| LoRA-ATT |" in tables and "| TTA (linear) |" in tables
 
 
-def test_task_arithmetic_command_line_errors(world_on_disk, tmp_path):  # noqa: F811
+def test_task_arithmetic_command_line_errors(world_on_disk, tmp_path):
     runner = CliRunner()
 
     def run(*args):
