@@ -84,19 +84,33 @@ ACTIVATIONS = ActivationCache()
 TEXT_FEATURES = ActivationCache(1 << 26)  # 64 MiB of pooled text features, (B, 384) a batch
 
 
-def below_digest(visual) -> str | None:
-    """sha256 over the weights below the cut and their modules' classes; None when a module there is not timm's,
-    open_clip's or torch's own or the cut's (a wrapper such as a LoRA layer), so nothing below may be cached."""
+def own_modules(tops, packages: tuple[str, ...], also: tuple[type, ...] = ()) -> bool:
+    """True when every module under `tops` is a class of `packages` (module-name prefixes) or of `also`; a wrapper
+    (a LoRA layer, peft's) is not, so what it wraps may not be served from a cache."""
+    return all(type(m).__module__.startswith(packages) or isinstance(m, also) for top in tops for m in top.modules())
+
+
+def modules_digest(tops, packages: tuple[str, ...], also: tuple[type, ...] = ()) -> str | None:
+    """sha256 over the modules under `tops` (names and classes) and their state, in order; None unless
+    `own_modules(tops, packages, also)`."""
+    if not own_modules(tops, packages, also):
+        return None
     h = hashlib.sha256()
-    for top in cut_of(visual).below(visual):
+    for top in tops:
         for name, module in top.named_modules():
-            kind = type(module).__module__
-            if not kind.startswith(("timm.", "open_clip.", "torch.")) and not isinstance(module, CUT_MODULES):
-                return None
-            h.update(f"{name}:{kind}.{type(module).__name__};".encode())
+            h.update(f"{name}:{type(module).__module__}.{type(module).__name__};".encode())
         for name, tensor in top.state_dict().items():
             update_with_tensor(h, tensor, name)
     return h.hexdigest()
+
+
+def below_digest(visual) -> str | None:
+    """sha256 over the weights below the cut and their modules' classes; None when a module there is not timm's,
+    open_clip's or torch's own or the cut's (a wrapper such as a LoRA layer), so nothing below may be cached."""
+    return modules_digest(cut_of(visual).below(visual), ("timm.", "open_clip.", "torch."), CUT_MODULES)
+
+
+TEXT_PACKAGES = ("transformers.", "open_clip.", "torch.")
 
 
 def text_below_projection(text: nn.Module) -> tuple[nn.Module, ...] | None:
@@ -106,11 +120,7 @@ def text_below_projection(text: nn.Module) -> tuple[nn.Module, ...] | None:
     if type(text).__name__ != "HFTextEncoder" or not all(hasattr(text, a) for a in ("transformer", "pooler", "proj")):
         return None
     below = (text.transformer, text.pooler)
-    for top in below:
-        for module in top.modules():
-            if not type(module).__module__.startswith(("transformers.", "open_clip.", "torch.")):
-                return None
-    return below
+    return below if own_modules(below, TEXT_PACKAGES) else None
 
 
 def pooled_text(text: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
@@ -124,9 +134,9 @@ def pooled_text(text: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
 
 
 class TextDigest:
-    """sha256 over a text tower's weights below its projection and their modules' classes, taken again only when
-    one of those tensors is another object, has other storage, or was changed in place since (its version
-    counter, which every in-place write bumps); None when `text_below_projection` refuses the tower."""
+    """`modules_digest` of a text tower below its projection, taken again only when one of those tensors is another
+    object, has other storage, or was changed in place since (its version counter, which every in-place write
+    bumps); None when `text_below_projection` refuses the tower."""
 
     def __init__(self):
         self._stamp, self._digest = None, None
@@ -138,13 +148,7 @@ class TextDigest:
         tensors = [(f"{k}.{name}", t) for k, top in enumerate(below) for name, t in top.state_dict(keep_vars=True).items()]
         stamp = [(name, weakref.ref(t), t.data_ptr(), t._version, tuple(t.shape), t.dtype) for name, t in tensors]
         if not self._same(stamp, tensors):
-            h = hashlib.sha256()
-            for top in below:
-                for name, module in top.named_modules():
-                    h.update(f"{name}:{type(module).__module__}.{type(module).__name__};".encode())
-            for name, t in tensors:
-                update_with_tensor(h, t, name)
-            self._stamp, self._digest = stamp, h.hexdigest()
+            self._stamp, self._digest = stamp, modules_digest(below, TEXT_PACKAGES)
         return self._digest
 
     def _same(self, stamp, tensors) -> bool:
