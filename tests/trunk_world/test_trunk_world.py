@@ -53,6 +53,59 @@ def test_the_tower_above_the_cached_activations_is_the_tower(name):
         assert torch.equal(model.text.proj(caption_features(model, texts, tokenizer)), model.encode_text(tokenizer(texts)))
 
 
+@pytest.mark.parametrize("name", ["lite2-linear", "scratch-resnet"])
+def test_the_builds_activations_are_the_part_below_the_cut_and_leave_the_tower_as_it_was(name):
+    from platonic.world.image.trunkworld.tower import activations, cut_of
+
+    spec = {**recipe.MODELS, **recipe.STUDENTS}[name]
+    visual = build_openclip_model(spec).visual.eval()
+    state = {k: v.clone() for k, v in visual.state_dict().items()}
+    images = torch.randint(0, 256, (260, 3, 32, 32), dtype=torch.uint8)  # two batches
+    acts = activations(visual, images, spec)
+    with torch.no_grad():
+        theirs = torch.cat([below(visual, model_input(images[i:i + 256], spec)) for i in (0, 256)])
+    assert acts.is_contiguous() and acts.shape == theirs.shape
+    if cut_of(visual).channels_last:  # the EfficientNets' maps in channels-last order: float32 rounding apart
+        assert torch.allclose(acts, theirs, rtol=1e-5, atol=1e-5 * theirs.abs().max().item())
+    else:
+        assert torch.equal(acts, theirs)
+    assert all(torch.equal(state[k], v) and v.is_contiguous() for k, v in visual.state_dict().items())
+
+
+def test_the_builds_token_attention_pool_is_timms_and_a_wrapped_pool_runs_timms_forward():
+    from peft import LoraConfig, get_peft_model
+
+    from platonic.world.image.trunkworld.pooling import takes_token_pool, training_head
+
+    torch.manual_seed(0)
+    lite1 = build_openclip_model(recipe.MODELS["lite1-attn"]).visual
+    pool = lite1.head.pool
+    with torch.no_grad():  # an untrained pool's position embedding and bias are small: make every term count
+        pool.pos_embed.normal_()
+        pool.qkv.bias.normal_()
+    assert takes_token_pool(pool)
+    for side in (2, 3):  # Lite1's 2 x 2 map at 64 px, and another size (timm resamples its 8 x 8 positions)
+        maps = torch.randn(5, 1280, side, side, requires_grad=True)
+        theirs, ours = lite1.head(maps), training_head(lite1.head, maps)
+        assert torch.allclose(ours, theirs, atol=1e-5, rtol=1e-5)
+        wrt = [maps, pool.qkv.weight, pool.qkv.bias, pool.pos_embed, pool.proj.weight]
+        for g_theirs, g_ours in zip(torch.autograd.grad(theirs.square().sum(), wrt),
+                                    torch.autograd.grad(ours.square().sum(), wrt)):
+            assert torch.allclose(g_ours, g_theirs, atol=1e-5 * g_theirs.abs().max().item(), rtol=0)
+    above = Above(lite1)
+    acts = torch.randn(3, *below(lite1, torch.randn(1, 3, 64, 64)).shape[1:])
+    with torch.no_grad():
+        assert torch.allclose(above.training_forward(acts), above(acts), atol=1e-5, rtol=1e-5)
+    lite0 = build_openclip_model(recipe.MODELS["lite0-linear"]).visual  # no attention pool: the head as it runs
+    acts0 = torch.randn(3, *below(lite0, torch.randn(1, 3, 64, 64)).shape[1:])
+    with torch.no_grad():
+        assert torch.equal(Above(lite0).training_forward(acts0), Above(lite0)(acts0))
+    wrapped = get_peft_model(lite1.head, LoraConfig(r=2, target_modules=["qkv"], init_lora_weights=False))
+    assert not takes_token_pool(pool)  # its qkv is peft's now: timm's forward runs the adapter
+    with torch.no_grad():
+        assert torch.equal(training_head(lite1.head, maps), wrapped(maps))
+
+
 def test_the_key_is_the_declared_recipe():
     tiny = recipe.PROFILES["tiny"]
     key = recipe.recipe_hash(tiny, 0)

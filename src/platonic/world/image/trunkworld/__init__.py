@@ -8,6 +8,7 @@ fine-tune the trunk's last stage and the head (or LoRA on the last stage) on tho
   below layer4): what the build caches and what trains above it;
 - `pretrain`: the caption draw and the LiT pre-training of the image head and the text projection;
 - `sources`: the per-task fine-tunes on cached activations ("full": last stage + head; "lora": peft on it);
+- `pooling`: timm's token attention pool (lite1-attn's head) as pre-training and the sources train through it;
 - `build`: the pipeline (data, text features, activations, pre-training, sources), cached by recipe;
 - `students`: towers trained from scratch (open_clip's ModifiedResNet), built on request beside the trunk models;
 - `shared`, `frozen`: an encoder that computes the part below the cut once; a model frozen below it;

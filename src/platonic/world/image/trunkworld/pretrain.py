@@ -24,6 +24,7 @@ from torch import nn
 from ....errors import InvalidInputError
 from ...common.losses import contrastive_loss, prompt_overlap, set_overlap
 from ..tasks import CONTROLS, GENERIC_CAPTIONS, TASKS, caption_pools
+from .pooling import training_head
 from .recipe import PretrainRecipe
 from .shared import pooled_text
 
@@ -137,11 +138,12 @@ def contrastive_pretrain(model: nn.Module, trained: nn.Module, embed, inputs: li
 
 def pretrain_heads(model: nn.Module, name: str, features: list[torch.Tensor], draw: CaptionDraw,
                    text_features: torch.Tensor, recipe: PretrainRecipe) -> dict:
-    """Train `model.visual.head`, `model.text.proj` and `model.logit_scale` in place (`contrastive_pretrain`, the
-    caller seeds torch) on trunk features: features[k] of set k's train items ((n_k, F) pooled or (n_k, F, h, w)
-    maps), in `draw`'s set order. Returns statistics."""
+    """Train `model.visual.head` (run by `pooling.training_head`), `model.text.proj` and `model.logit_scale` in place
+    (`contrastive_pretrain`, the caller seeds torch) on trunk features: features[k] of set k's train items ((n_k, F)
+    pooled or (n_k, F, h, w) maps), in `draw`'s set order. Returns statistics."""
     head = model.visual.head
-    return contrastive_pretrain(model, head, head, features, draw, text_features, recipe, recipe.steps_of(name))
+    return contrastive_pretrain(model, head, lambda f: training_head(head, f), features, draw, text_features, recipe,
+                                recipe.steps_of(name))
 
 
 @torch.inference_mode()

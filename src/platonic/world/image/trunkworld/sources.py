@@ -5,7 +5,7 @@ each step draws `batch` train items a (B, C', h, w) and `replay_batch` replay it
 
     L = CE(s * unit(f(a)) G^T, y) + replay * mean_r || unit(f(r)) - unit(f_0(r)) ||^2
 
-where f = `tower.Above` (last stage -> head) being trained and f_0 the pre-trained one. kind "full" trains every
+where f = `tower.Above` (last stage -> head; its `training_forward`) being trained and f_0 the pre-trained one. kind "full" trains every
 parameter of f (batch-norm statistics frozen); kind "lora" trains peft LoRA adapters on the cut's `lora_targets`
 (an EfficientNet's last-stage pointwise convolutions and head convolution; a ModifiedResNet's layer4 convolutions),
 merged into their weights at the end. AdamW, warm-up 10 %
@@ -21,10 +21,12 @@ from .pretrain import schedule
 from .recipe import SourceRecipe
 from .tower import Above
 
+
 def _trainable(above: Above, kind: str, recipe: SourceRecipe):
-    """(module to call, parameters to train, finish() -> the trained Above) for `kind`."""
+    """(parameters to train, finish() -> the trained Above) for `kind`; "lora" puts peft's adapters into `above`'s own
+    modules (called as they are), merged by finish()."""
     if kind == "full":
-        return above, list(above.parameters()), lambda: above
+        return list(above.parameters()), lambda: above
     from peft import LoraConfig, get_peft_model
 
     for p in above.parameters():
@@ -32,7 +34,7 @@ def _trainable(above: Above, kind: str, recipe: SourceRecipe):
     wrapped = get_peft_model(above, LoraConfig(r=recipe.lora_rank, lora_alpha=recipe.lora_alpha, lora_dropout=0.0,
                                                target_modules=list(above.cut.lora_targets)))
     params = [p for n, p in wrapped.named_parameters() if "lora_" in n]
-    return wrapped, params, lambda: wrapped.merge_and_unload()
+    return params, lambda: wrapped.merge_and_unload()
 
 
 def train_source(visual, kind: str, train: torch.Tensor, labels: torch.Tensor, prompts: torch.Tensor,
@@ -45,18 +47,19 @@ def train_source(visual, kind: str, train: torch.Tensor, labels: torch.Tensor, p
     torch.manual_seed(seed)
     above = Above(visual, copy=True).eval()  # eval: batch-norm statistics (and dropout) frozen; affine params train
     with torch.no_grad():
-        replay_target = F.normalize(above(replay), dim=-1)
-    run, params, finish = _trainable(above, kind, recipe)
+        replay_target = F.normalize(above.training_forward(replay), dim=-1)
+    params, finish = _trainable(above, kind, recipe)
     opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
     g = torch.Generator().manual_seed(seed + 1)
     for step in range(recipe.steps):
         for group in opt.param_groups:
             group["lr"] = recipe.lr * schedule(step, recipe.steps, 0.1)
         i = torch.randint(0, len(train), (recipe.batch,), generator=g)
-        z = F.normalize(run(train[i]), dim=-1)
+        z = F.normalize(above.training_forward(train[i]), dim=-1)
         loss = F.cross_entropy(logit_scale * z @ prompts.T, labels[i])
         r = torch.randint(0, len(replay), (recipe.replay_batch,), generator=g)
-        loss = loss + recipe.replay * (F.normalize(run(replay[r]), dim=-1) - replay_target[r]).pow(2).sum(1).mean()
+        loss = loss + recipe.replay * (F.normalize(above.training_forward(replay[r]), dim=-1)
+                                       - replay_target[r]).pow(2).sum(1).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
