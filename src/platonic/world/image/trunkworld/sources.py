@@ -5,11 +5,11 @@ each step draws `batch` train items a (B, C', h, w) and `replay_batch` replay it
 
     L = CE(s * unit(f(a)) G^T, y) + replay * mean_r || unit(f(r)) - unit(f_0(r)) ||^2
 
-where f = `tower.Above` (last stage -> head; its `training_forward`) being trained and f_0 the pre-trained one. kind "full" trains every
-parameter of f (batch-norm statistics frozen); kind "lora" trains peft LoRA adapters on the cut's `lora_targets`
-(an EfficientNet's last-stage pointwise convolutions and head convolution; a ModifiedResNet's layer4 convolutions),
-merged into their weights at the end. AdamW, warm-up 10 %
-then cosine. The result is f's state under the open_clip model's names: what a source file holds.
+where f = `tower.Above` (last stage -> head, run by its `training_forward`) being trained and f_0 the pre-trained
+one. kind "full" trains every parameter of f (batch-norm statistics frozen); kind "lora" trains peft LoRA adapters
+on the cut's `lora_targets` (an EfficientNet's last-stage pointwise convolutions and head convolution; a
+ModifiedResNet's layer4 convolutions), merged into their weights at the end. AdamW, warm-up 10 % then cosine. The
+result is f's state under the open_clip model's names: what a source file holds.
 """
 
 from __future__ import annotations
