@@ -38,7 +38,7 @@ def pin_image(path: Path | None) -> Path:
 def pin_audio(path: Path | None) -> Path:
     from platonic.world.audio import build as audio_build
 
-    path = path or audio_build.ensure_audio_world("tiny", 0, progress=True)
+    path = path or audio_build.ensure_audio_world("tiny", 0, progress=True, kinds=audio_build.KINDS)
     write_pins(path, audio_build.RECIPE_VERSION, ROOT / "tests" / "audio_zoo" / "tiny_audio_world_pins.json")
     return path
 

@@ -23,6 +23,7 @@ def tiny_audio_world(tmp_path_factory):
     os.environ.pop("PLATONIC_QUIET", None)  # the build reports progress into a log (not a terminal) kept here
     from platonic.experiments.checks.audio_world import audio_world_report
     from platonic.world.audio.build import ensure_audio_world
+    from platonic.world.common.kinds import built_kinds
 
     def cpu() -> float:  # this process and its finished children (the build's workers, the renderers)
         own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -33,11 +34,13 @@ def tiny_audio_world(tmp_path_factory):
     with contextlib.redirect_stdout(log):
         path = ensure_audio_world("tiny", seed=0, progress=True)
     build_seconds = time.perf_counter() - t0
+    kinds_first = built_kinds(path)  # the first use builds the full sources; the report adds the LoRA ones
     report = audio_world_report(path, diagnostics=False)
     seconds, cpu_seconds = time.perf_counter() - t0, cpu() - c0
     os.environ["PLATONIC_QUIET"] = "1"
     print(f"tiny audio world: build {build_seconds:.1f} s, build + report {seconds:.1f} s wall, {cpu_seconds:.1f} s CPU")
     yield {"path": path, "root": root, "seconds": seconds, "cpu_seconds": cpu_seconds, "build_seconds": build_seconds,
+           "kinds_first": kinds_first,
            "log": log.getvalue(),
            "report": report}
     for k, v in old.items():

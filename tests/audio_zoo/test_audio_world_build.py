@@ -11,6 +11,7 @@ from platonic.models import load_model
 from platonic.world.audio import build as ab
 from platonic.world.audio.tasks import CONTROL_NAMES, TASK_NAMES
 from platonic.world.audio.zoo import MODEL_NAMES, AudioWorldModel, load_weights
+from platonic.world.common.kinds import built_kinds
 
 CHECKS = ("zero_shot_25_75_every_model", "full: finetune_gain_15_every_model", "lora: finetune_gain_15_every_model",
           "full: same_task_cosine_0.3_above_cross_task", "lora: same_task_cosine_0.3_above_cross_task",
@@ -38,6 +39,10 @@ def test_build_writes_every_model_and_source_with_provenance(tiny_audio_world):
     assert set(build["sources"]) == set(ab.KINDS) and build["sources"]["lora"]["mode"] == "lora"
     assert build["versions"]["torch"] and build["cpu"]["torch_cpu_capability"]  # builds differ across machines: say which
     assert build["threads_per_worker"] == 1 and build["timings_s"]["total"] > 0
+    # first use builds the full sources alone; the report (which reads both kinds) added the LoRA ones
+    assert tiny_audio_world["kinds_first"] == ("full",)
+    assert built_kinds(path) == ab.KINDS and build["kinds"] == list(ab.KINDS)
+    assert build["timings_s"]["train_lora_sources_later"] > 0
     for m in MODEL_NAMES:
         _, meta = load_weights(path / "models" / m / "base.safetensors")
         assert meta["spec"]["name"] == m and meta["provenance"]["kind"] == "pretrained"
@@ -144,7 +149,10 @@ def test_cli_audio_build_uses_the_cache_builds_without_its_report_and_refuses_an
 
 
 def test_the_tiny_audio_worlds_weights_are_pinned(tiny_audio_world):
-    """A change of what the audio build trains must bump its RECIPE_VERSION and re-pin (scripts/pin_tiny_worlds.py)."""
+    """A change of what the audio build trains must bump its RECIPE_VERSION and re-pin (scripts/pin_tiny_worlds.py).
+
+    The pins were written from a build of both source kinds at once; the fixture builds the full sources first and
+    its report adds the LoRA ones later, so this also holds the later LoRA sources to the joint build's weights."""
     import json
     import sys
     from pathlib import Path

@@ -34,7 +34,7 @@ def _audio_world():
 
     return {"label": "audio world", "check": check_profile, "dir": audio_world_dir,
             "build": lambda profile, seed, force, progress, workers, kinds: build_audio_world(
-                profile, seed=seed, force=force, progress=progress, workers=workers),
+                profile, seed=seed, force=force, progress=progress, workers=workers, kinds=kinds),
             "report": lambda path, progress, force, diagnostics: audio_world_report(
                 path, progress=progress, force=force, diagnostics=diagnostics)}
 
@@ -80,8 +80,8 @@ def _quiet():
 
 def _report():
     return typer.Option(True, "--report/--no-report", help="measure the world's report and print its checks; "
-                        "--no-report only builds what the experiments use first (the image worlds: full sources, "
-                        "their LoRA sources on first use) and prints the directory")
+                        "--no-report only builds what the experiments use first (the full sources; the LoRA sources "
+                        "are built on first use) and prints the directory")
 
 
 def _print_checks(report: dict) -> None:
@@ -96,7 +96,7 @@ def _build(kind: str, profile: str, seed: int, force: bool, workers: int, quiet:
     checks (the report reads both source kinds of the image worlds, so those are built for it). students (the trunk
     world): also build its towers trained from scratch, and report them beside its trunk models."""
     from ..preflight import check_cache_writable
-    from ..world.image.build import KINDS
+    from ..world.common.kinds import KINDS
 
     _known_profile(profile, {"image": "world", "audio": "audio world", "trunk": "trunk world"}[kind])
     world = WORLDS[kind]()

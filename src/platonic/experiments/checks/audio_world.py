@@ -21,11 +21,15 @@ def audio_world_report(path, progress: bool = False, force: bool = False, diagno
     diagnostics=False (the tests' tiny world) leaves out the image world's diagnostics (linear probe, best
     linear map, locality, participation ratio; minutes even on the tiny profile) and the checks that read them.
     """
+    from ...world.audio.build import ensure_audio_sources
     from ...world.audio.tasks import CONTROL_NAMES, TASK_NAMES
     from .report import markdown_report
 
     def markdown(report: dict) -> str:
         return markdown_report(report, TASK_NAMES, CONTROL_NAMES, title="platonic audio world report")
 
-    return write_report(path, lambda: measure_parts(audio_world_parts(path), progress=progress, diagnostics=diagnostics),
-                        markdown, force=force)
+    def measure() -> dict:
+        ensure_audio_sources(path, progress=progress)  # the report reads both source kinds
+        return measure_parts(audio_world_parts(path), progress=progress, diagnostics=diagnostics)
+
+    return write_report(path, measure, markdown, force=force)

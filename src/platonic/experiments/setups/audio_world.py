@@ -79,11 +79,17 @@ def audio_world_setup(profile: str | None = None, seed: int = 0, source_kind: st
     world directory (default: the cached one of `profile`, $PLATONIC_WORLD_PROFILE or full).
     """
     from ...world.audio import tasks as at
-    from ...world.audio.build import ensure_audio_world
+    from ...world.audio.build import ensure_audio_sources, ensure_audio_world
+    from ...world.common.kinds import built_kinds
     from ...world.audio.zoo import MODEL_NAMES
 
     check_names("audio world", models, tasks, MODEL_NAMES, at.TASK_NAMES)
-    path = Path(path) if path is not None else ensure_audio_world(profile, seed, progress=progress)
+    if path is None:
+        path = ensure_audio_world(profile, seed, progress=progress, kinds=(source_kind,))
+    else:
+        path = Path(path)
+        if built_kinds(path):
+            ensure_audio_sources(path, (source_kind,), progress=progress)
     world = audio_world_parts(path, models=list(models) if models else None)
     return parts_setup(world, "audio world", at.TASK_NAMES, at.RELATED_GROUP, at.HELD_OUT_RELATED, tasks, source_kind,
                        recipe, progress)

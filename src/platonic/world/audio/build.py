@@ -14,13 +14,15 @@ Layout under $CACHE/audio-world/ ($CACHE: $PLATONIC_CACHE, else $XDG_CACHE_HOME/
         models/NAME/base.safetensors                  pre-trained model (audio tower, text head, logit head)
         models/NAME/ft/TASK.{full,lora}.safetensors   fine-tuned audio towers (base parameter names)
         build.json                timings, pre-training statistics, fine-tune settings, library versions and CPU
-        COMPLETE                  written last; a directory without it is rebuilt
+        COMPLETE                  written last, naming the source kinds built; a directory without it is rebuilt
 
 The data hash covers the data version, sizes, seed, probes and tasks (`data_record`); the recipe hash
 covers that, the recipe version, the profile and the model specs (`recipe_record`): declared objects,
 no source file, so moving code rebuilds nothing (tests/audio_zoo pins the tiny audio world's weights).
-Jobs (pre-train one model; fine-tune one (model, task), both kinds) run in single-threaded worker
-processes, each seeded by itself, so the weights do not depend on the number of workers.
+Jobs (pre-train one model; fine-tune one (model, task) for the kinds asked) run in single-threaded worker
+processes, each seeded by itself, so the weights do not depend on the number of workers. As in the image worlds,
+a build makes the full sources the experiments use by default, and the LoRA sources on first use
+(`ensure_audio_world(kinds=...)`, `ensure_audio_sources`; the report and `world:audio/NAME/TASK/lora` ask for them).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from ...progress import LineProgress, track
 from ...storage import atomic_write
 from ..common.captions import write_caption_embeddings
 from ..common.jobs import build_workers, model_seed, set_determinism, worker_pool, world_inputs, write_build_record
+from ..common.kinds import KINDS, add_sources, built_kinds, check_kinds
 from . import dataset
 from .dataset import AudioDataSizes
 from .pretrain import AudioPretrainConfig, pretrain
@@ -61,7 +64,6 @@ AUDIO_WORLD_VERSION = 1
 AUDIO_DATA_VERSION = "audio-data-1"
 RECIPE_VERSION = "0eac2fae980c"
 META_KEY = "platonic_world"
-KINDS = ("full", "lora")
 
 
 @dataclass(frozen=True)
@@ -158,13 +160,24 @@ def default_profile() -> str:
     return p
 
 
-def ensure_audio_world(profile: str | None = None, seed: int = 0, root: Path | None = None, progress: bool = True) -> Path:
-    """The built audio world's directory, building it first if it is missing or incomplete."""
+def ensure_audio_world(profile: str | None = None, seed: int = 0, root: Path | None = None, progress: bool = True,
+                       kinds=("full",)) -> Path:
+    """The built audio world's directory, building first what is missing of it: the data, the pre-trained models
+    and the sources of `kinds` ("full", the experiments' default; "lora")."""
     profile = profile or default_profile()
+    kinds = check_kinds(kinds)
     path = audio_world_dir(profile, seed, root)
-    if not (path / "COMPLETE").exists():
-        build_audio_world(profile, seed=seed, root=root, progress=progress)
+    if not set(kinds) <= set(built_kinds(path)):
+        build_audio_world(profile, seed=seed, root=root, progress=progress, kinds=kinds)
     return path
+
+
+def ensure_audio_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int | None = None) -> Path:
+    """Build the sources of `kinds` that the built audio world at `path` lacks; returns `path`. The other kind and
+    the pre-trained models are left as they are."""
+    pairs = [(m, t) for m in MODEL_NAMES for t in TASK_NAMES]
+    return add_sources(path, kinds, job_finetune, pairs, "audio world", "platonic world audio-build", progress=progress,
+                       workers=workers)
 
 
 def ensure_audio_data(profile: str = "full", seed: int = 0, root: Path | None = None, progress: bool = True) -> Path:
@@ -221,8 +234,9 @@ def replay_pool(data, task: str, per_task: int, seed: int) -> torch.Tensor:
     return torch.cat(parts)
 
 
-def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> dict:
-    """Both source kinds of (model, task), each a `platonic.finetuning.finetune` run; writes the towers' weights."""
+def job_finetune(path: str, profile: str, seed: int, name: str, task: str, kinds=KINDS) -> dict:
+    """The sources of `kinds` of (model, task), each a `platonic.finetuning.finetune` run; writes the towers' weights.
+    A kind's seed depends on its place in KINDS, not in `kinds`: built apart or together, the same weights."""
     set_determinism(1)
     path = Path(path)
     data, _, _ = load_world_inputs(path)
@@ -233,7 +247,8 @@ def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> di
     train = data[task].train
     replay = replay_pool(data, task, prof.replay_per_task, model_seed(spec, seed))
     out = {}
-    for k, kind in enumerate(KINDS):
+    for kind in kinds:
+        k = KINDS.index(kind)
         t0 = time.perf_counter()
         config = prof.sources[kind].model_copy(update={"seed": model_seed(spec, seed) * 100 + TASK_NAMES.index(task) * 2 + k})
         tuned, losses = finetune(model, train.clips, train.labels, data[task].task.prompts, config, progress=False,
@@ -251,17 +266,19 @@ def job_finetune(path: str, profile: str, seed: int, name: str, task: str) -> di
 # -- orchestration ------------------------------------------------------------------------------------
 
 def build_audio_world(profile: str = "full", seed: int = 0, root: Path | None = None, force: bool = False,
-                      progress: bool = True, workers: int | None = None) -> Path:
-    """Build (or rebuild with `force`) the audio world; returns its directory.
+                      progress: bool = True, workers: int | None = None, kinds=KINDS) -> Path:
+    """Build (or rebuild with `force`) the audio world with the sources of `kinds`; returns its directory.
 
-    Renders the data first when its file is missing (MissingDataError naming the Debian package when a
-    program, soundfont or voice is missing).
+    A world already built with fewer kinds gets the missing ones added (`ensure_audio_sources`). Renders the data
+    first when its file is missing (MissingDataError naming the Debian package when a program, soundfont or voice
+    is missing).
     """
     check_profile(profile)
+    kinds = check_kinds(kinds)
     require_audio_packages()
     path = audio_world_dir(profile, seed, root)
-    if (path / "COMPLETE").exists() and not force:
-        return path
+    if built_kinds(path) and not force:
+        return ensure_audio_sources(path, kinds, progress=progress, workers=workers)
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
@@ -299,7 +316,7 @@ def build_audio_world(profile: str = "full", seed: int = 0, root: Path | None = 
                 if stage == "pre":
                     pre_stats[m] = res
                     for t in TASK_NAMES:
-                        pending[pool.submit(job_finetune, *args, m, t)] = ("ft", (m, t))
+                        pending[pool.submit(job_finetune, *args, m, t, kinds)] = ("ft", (m, t))
                 else:
                     ft_stats.append(res)
                 break
@@ -310,8 +327,8 @@ def build_audio_world(profile: str = "full", seed: int = 0, root: Path | None = 
     build = {"profile": profile, "seed": seed, "world_version": AUDIO_WORLD_VERSION, "recipe": path.name, "workers": workers,
              "threads_per_worker": 1, "timings_s": timings, "pretrain": pre_stats,
              "versions": library_versions(), "cpu": cpu_record(), "data": str(data_file),
-             "sources": {kind: cfg.model_dump() for kind, cfg in prof.sources.items()},
-             "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in KINDS} for r in ft_stats}}
-    write_build_record(path, build)
+             "sources": {kind: cfg.model_dump() for kind, cfg in prof.sources.items()}, "kinds": list(kinds),
+             "finetune_seconds": {f"{r['model']}/{r['task']}": {k: r[k] for k in kinds} for r in ft_stats}}
+    write_build_record(path, build, kinds)
     lines.note("complete")
     return path

@@ -50,6 +50,7 @@ from ...progress import LineProgress, track
 from ...storage import write_tensors
 from ..common.captions import write_caption_embeddings
 from ..common.jobs import build_workers, model_seed, set_determinism, worker_pool, world_inputs, write_build_record
+from ..common.kinds import KINDS, add_sources, built_kinds, check_kinds
 from . import data as world_data
 from . import zoo
 from .data import TASK_NAMES, DataSizes
@@ -103,7 +104,6 @@ PROFILES = {
     "full": Profile("full", DataSizes(400, 30, 80, 2, 1, 20), PretrainConfig(steps=550, batch=128, lr=2e-3),
                     _sources(steps=128, batch=64, lr=1e-3, lora_lr=1e-2)),
 }
-KINDS = ("full", "lora")
 # What a source file holds: "tower" (the fine-tuned image tower's state dict, base parameter names) or
 # TANGENT_WEIGHTS (dtheta of a tangent fine-tune, keyed by the model's parameter names), in its "weights" field.
 TANGENT_WEIGHTS = "dtheta"
@@ -153,25 +153,6 @@ def default_profile() -> str:
     return p
 
 
-def check_kinds(kinds) -> tuple[str, ...]:
-    """`kinds` as a tuple in KINDS order if every one is a source kind; else raise naming the kinds."""
-    kinds = tuple(kinds)
-    unknown = [k for k in kinds if k not in KINDS]
-    if unknown or not kinds:
-        raise InvalidInputError(f"source kinds {', '.join(map(repr, unknown)) or '(none)'}: use {' and/or '.join(KINDS)}")
-    return tuple(k for k in KINDS if k in kinds)
-
-
-def built_kinds(path: Path) -> tuple[str, ...]:
-    """The source kinds the world at `path` holds: () if it is not built; the kinds its COMPLETE marker
-    names (a marker naming none was written when every build made every kind)."""
-    marker = Path(path) / "COMPLETE"
-    if not marker.exists():
-        return ()
-    named = json.loads(marker.read_text()).get("kinds", list(KINDS))
-    return tuple(k for k in KINDS if k in named)
-
-
 def ensure_world(profile: str | None = None, seed: int = 0, root: Path | None = None, progress: bool = True,
                  kinds=("full",)) -> Path:
     """The built world's directory, building first what is missing of it: the data, the pre-trained
@@ -187,39 +168,8 @@ def ensure_world(profile: str | None = None, seed: int = 0, root: Path | None = 
 def ensure_sources(path: Path, kinds=KINDS, progress: bool = True, workers: int | None = None) -> Path:
     """Build the sources of `kinds` that the built world at `path` lacks (its build.json names the
     profile and seed); returns `path`. The other kinds and the pre-trained models are left as they are."""
-    path = Path(path)
-    kinds = check_kinds(kinds)
-    have = built_kinds(path)
-    if not have:
-        raise InvalidInputError(f"{path} is not a built world (no COMPLETE marker); build it with `platonic world build`")
-    missing = tuple(k for k in kinds if k not in have)
-    if not missing:
-        return path
-    build = json.loads((path / "build.json").read_text())
-    profile, seed = check_profile(build["profile"]), int(build["seed"])
-    workers = build_workers(workers)
-    jobs = [(m, t) for m in MODEL_NAMES for t in TASK_NAMES]
-    label = f"building world ({profile}): {' and '.join(missing)} sources"
-    lines = LineProgress(len(jobs), label, enabled=progress)
-    t0 = time.perf_counter()
-    results = []
-    with worker_pool(workers) as pool:
-        futures = [pool.submit(job_finetune, str(path), profile, seed, m, t, missing) for m, t in jobs]
-        for fut in track(as_completed(futures), total=len(futures), description=label, enabled=progress and not lines.active):
-            res = fut.result()
-            results.append(res)
-            lines.step(f"fine-tuning {res['model']}/{res['task']}")
-    seconds = time.perf_counter() - t0
-    for r in results:
-        build["finetune_seconds"].setdefault(f"{r['model']}/{r['task']}", {}).update({k: r[k] for k in missing})
-    for kind in missing:
-        build["timings_s"][f"train_{kind}_sources_later"] = seconds / len(missing)
-    build["timings_s"]["total"] += seconds
-    kinds_now = [k for k in KINDS if k in have or k in missing]
-    build["kinds"] = kinds_now
-    write_build_record(path, build, kinds_now)
-    lines.note("complete")
-    return path
+    pairs = [(m, t) for m in MODEL_NAMES for t in TASK_NAMES]
+    return add_sources(path, kinds, job_finetune, pairs, "world", "platonic world build", progress=progress, workers=workers)
 
 
 # -- worker side ----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from ..data import TASK_NAMES
 from ..openclip_models import quiet_open_clip
 from ..splits import CANONICAL_SIZE
 from .build import ensure_sources, ensure_trunk_world, require_built
-from ..build import KINDS
+from ...common.kinds import KINDS
 from .recipe import MODEL_NAMES, STUDENT_NAMES
 from .shared import SharedTrunkEncoder
 from .students import ensure_students

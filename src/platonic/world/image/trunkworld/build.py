@@ -36,7 +36,7 @@ from ...common.weights import META_KEY, load_weights, save_weights
 from .. import data as world_data
 from ..openclip_models import build_openclip_model, write_openclip_dir
 from .pretrain import CaptionDraw, caption_features, pretrain_heads
-from ..build import KINDS, built_kinds, check_kinds  # kinds and the COMPLETE marker as the tiny-tower world
+from ...common.kinds import KINDS, built_kinds, check_kinds
 from .recipe import (CONTROL_NAMES, MODEL_NAMES, MODELS, STUDENT_PROFILES, STUDENTS, TASK_VARIANTS, TRUNK_WORLD_VERSION,
                      check_profile, trunk_world_dir)
 from .sources import train_source

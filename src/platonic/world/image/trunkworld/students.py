@@ -31,7 +31,7 @@ from ....storage import atomic_write
 from ...common.jobs import build_workers, set_determinism
 from ...common.weights import load_weights, save_weights
 from .. import data as world_data
-from ..build import KINDS, check_kinds
+from ...common.kinds import KINDS, check_kinds
 from ..openclip_models import build_openclip_model, quiet_open_clip, write_openclip_dir
 from .build import SETS, model_spec, pretrain_then_sources, read_captions, read_data, require_built
 from .pretrain import CaptionDraw, contrastive_pretrain
