@@ -29,7 +29,7 @@ import torch
 from ._checks import as_finite_scalar, as_matrix
 from ._version import __version__
 from .errors import ArtifactError, GridMismatchError, InvalidInputError, InvalidOperationError
-from .hashing import tensor_digest
+from .hashing import input_digest
 from .storage import read_artifact, require_keys, write_artifact
 
 T = TypeVar("T")
@@ -56,7 +56,7 @@ def digest_probes(probes: torch.Tensor) -> str:
         raise InvalidInputError(f"probes must be a tensor; got {type(probes).__name__}")
     if probes.ndim == 0 or probes.shape[0] == 0:
         raise InvalidInputError(f"probes must hold at least one probe along dim 0; got shape {tuple(probes.shape)}")
-    return tensor_digest(probes)
+    return input_digest(probes)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from .descriptor import Descriptor, ProbeGrid, Provenance
 from .distributed import Group, current
 from .errors import InvalidInputError, ZeroDescriptorWarning
 from .finetuning import load_finetuned
-from .hashing import tensor_digest
+from .hashing import input_digest
 from .locks import write_once
 from .models import DualEncoder, ProbeEmbeddings, load_model
 from .paths import cache_dir
@@ -137,7 +137,7 @@ class EmbeddingCache:
 def inputs_digest(inputs) -> str:
     """The content digest of model inputs: a tensor's bytes, or a lazily decoded split's `digest()` (its rows'
     identity and decoded form), so a split is named without decoding it."""
-    return tensor_digest(inputs) if isinstance(inputs, torch.Tensor) else inputs.digest()
+    return input_digest(inputs) if isinstance(inputs, torch.Tensor) else inputs.digest()
 
 
 def encode_shared(model: DualEncoder, probes: torch.Tensor, batch_size: int, progress: bool,
@@ -167,7 +167,7 @@ class ProbeStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def put(self, probes: torch.Tensor) -> str:
-        digest = tensor_digest(probes)
+        digest = input_digest(probes)
         path = self.root / f"{digest}.safetensors"
         if not path.exists():
             write_once(path, lambda: write_tensors(path, {"probes": probes}))

@@ -17,6 +17,7 @@ from ..descriptor import utc_now
 from ..distributed import current, launch_size, on_main, solo, spread
 from ..environment import cpu_record, library_versions
 from ..errors import InvalidInputError
+from ..hashing import remembered_digests
 from ..measurement import EmbeddingCache
 from ..preflight import check_writable_directory
 from ..solve_config import SolveConfig
@@ -27,6 +28,7 @@ from .registry import PROTOCOLS, check_experiments
 from .report import load_results, new_results, render_tables
 
 
+@remembered_digests()  # the probes are named again by every measurement: hash each once
 def run_experiments(setup: ExperimentSetup, names: Sequence[str], out_dir=None, *, alpha: float | None = None,
                     solve: SolveConfig | None = None, cache: EmbeddingCache | None = None, progress: bool = True,
                     plots: bool = True, diagnostics: dict | None = None, adapter_cells: int = 0,
