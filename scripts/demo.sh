@@ -2,12 +2,17 @@
 # `make demo`'s job: the image world's protocols (`platonic demo`) and the audio world's negation
 # (`platonic experiment negation --setup audio-world`), each world built on first use.
 #
-# The audio world (build and negation, on one thread; output in runs/demo-audio.log) runs beside the image world's
-# build: a build keeps both cores busy only while it trains, and its data rendering, caption features and the
-# negation's single-threaded fast path leave one idle, which the other fills. The image protocols start once the
-# audio side is done, on both cores as `platonic demo` always runs (two threads beside other work would wait on
-# each other). Every build job seeds itself and runs on one thread wherever it runs, so the worlds are the same; the
-# audio negation on one thread printed the same tables as on two (docs/lab/2026-12-05-demo-side-by-side.md).
+# The audio side (its world's build and negation, on one thread, output in runs/demo-audio.log) runs in the
+# background at the lowest priority (nice 19), the image side (its world's build, then `platonic demo` on both
+# cores) in the foreground. The image side is the longer chain (lite1-attn's pre-training, then its sources, then
+# the protocols): at equal priority the audio side's workers slowed its jobs 2 to 3 times (a fresh clone on the
+# 2-core AMD machine: lite1-attn's pre-training 843 s beside the audio build against 387 s alone), so the audio side
+# now only fills the cores the image side leaves idle (its single-threaded steps, the build's last jobs, the
+# protocols' fast paths) and finishes after it. `platonic demo`'s two threads run beside it nearly as alone (a
+# two-thread job here: 4.0 s alone, 4.6 s beside two busy processes at nice 19, 9.8 s beside two at equal
+# priority). Every build job seeds itself and runs on one thread wherever it
+# runs, so the worlds are the same; the audio negation on one thread prints the same tables as on two
+# (docs/lab/2026-12-05-demo-side-by-side.md).
 #
 # Usage: scripts/demo.sh VENV_BIN
 set -u
@@ -18,8 +23,10 @@ log=runs/demo-audio.log
 # its own session where setsid exists, so that the whole audio command (its build's worker processes too) can be
 # stopped at once; else the command alone is stopped
 session=$(command -v setsid || true)
-OMP_NUM_THREADS=1 $session "$bin/platonic" experiment negation --setup audio-world -o runs/demo-audio \
-  >"$log" 2>&1 </dev/null &
+# the lowest priority where `nice` exists (its worker processes inherit it)
+lowest=$(command -v nice || true)
+OMP_NUM_THREADS=1 $session $lowest ${lowest:+-n 19} "$bin/platonic" experiment negation --setup audio-world \
+  -o runs/demo-audio >"$log" 2>&1 </dev/null &
 audio=$!
 stop_audio() {
   # the session's group; the process alone where there is none (yet)
@@ -27,7 +34,7 @@ stop_audio() {
   wait "$audio" 2>/dev/null
 }
 trap 'stop_audio; exit 130' INT TERM
-echo "the audio world's negation runs beside the image world's build (its output: $log)"
+echo "the audio world's negation runs in the background at low priority (its output: $log)"
 
 "$bin/platonic" world trunk-build --no-report
 built=$?
@@ -36,17 +43,29 @@ if [ "$built" -ne 0 ]; then
   exit "$built"
 fi
 
+audio_failed() {
+  echo "the audio world's negation failed (exit $1); the end of $log:" >&2
+  tail -n 40 "$log" >&2
+  exit "$1"
+}
+if ! kill -0 "$audio" 2>/dev/null; then  # the audio side has ended already: a failure stops the script here
+  wait "$audio"
+  status=$?
+  [ "$status" -ne 0 ] && { trap - INT TERM; audio_failed "$status"; }
+fi
+
+"$bin/platonic" demo
+shown=$?
+if [ "$shown" -ne 0 ]; then
+  stop_audio
+  exit "$shown"
+fi
+
 echo "waiting for the audio world's negation to finish ($log)"
 wait "$audio"
 status=$?
 trap - INT TERM
-if [ "$status" -ne 0 ]; then
-  echo "the audio world's negation failed (exit $status); the end of $log:" >&2
-  tail -n 40 "$log" >&2
-  exit "$status"
-fi
-
-"$bin/platonic" demo || exit $?
+[ "$status" -ne 0 ] && audio_failed "$status"
 echo
 cat runs/demo-audio/tables.md
 echo "report: runs/demo-audio/ (results.json, tables.md, plots)"

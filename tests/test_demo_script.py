@@ -1,6 +1,7 @@
 """scripts/demo.sh, `make demo`'s job, on a stand-in `platonic` that records its calls: the audio side runs on one
-thread beside the image world's build, the image demo waits for it, and a failure on either side
-stops the other and becomes the script's exit status with the audio side's log shown."""
+thread at the lowest priority beside the image world's build and demo, the script waits for it before printing its
+table, and a failure on either side stops the other (or, the audio side's, comes after the image demo) and
+becomes the script's exit status with the audio side's log shown."""
 
 import os
 import shutil
@@ -13,12 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "demo.sh"
 
-# Stand-in: appends "<start|end> <args> threads=<OMP_NUM_THREADS>" to $CALLS; the audio negation ends only after the
+# Stand-in: appends "<start|end> <args> threads=<OMP_NUM_THREADS> nice=<niceness>" to $CALLS; the audio negation ends only after the
 # image build has ended (20 s at most), so it provably runs beside it, and a failed build leaves it running until
 # the script stops it; $FAIL names the subcommand that exits 3.
 STUB = textwrap.dedent("""\
     #!/usr/bin/env bash
-    echo "start $* threads=${OMP_NUM_THREADS:-default}" >> "$CALLS"
+    echo "start $* threads=${OMP_NUM_THREADS:-default} nice=$(nice)" >> "$CALLS"
     case "$1 $2" in
       "experiment negation")
         for _ in {1..200}; do [[ $(<"$CALLS") == *"end world"* ]] && break; sleep 0.1; done
@@ -42,7 +43,7 @@ def _run(tmp_path: Path, fail: str = "", setsid: bool = True) -> tuple[subproces
     if not setsid:  # a PATH of only the tools the script and the stand-in use (as on a machine without setsid)
         tools = tmp_path / "tools"
         tools.mkdir()
-        for tool in ("bash", "mkdir", "cat", "tail", "sleep"):
+        for tool in ("bash", "mkdir", "cat", "tail", "sleep", "nice"):
             (tools / tool).symlink_to(shutil.which(tool))
         env["PATH"] = str(tools)
     work = tmp_path / "work"
@@ -53,16 +54,18 @@ def _run(tmp_path: Path, fail: str = "", setsid: bool = True) -> tuple[subproces
 
 
 @pytest.mark.parametrize("setsid", [True, False])
-def test_the_audio_side_runs_beside_the_build_and_the_demo_waits_for_it(tmp_path, setsid):
+def test_the_audio_side_runs_at_low_priority_beside_the_image_side(tmp_path, setsid):
     done, calls = _run(tmp_path, setsid=setsid)
     assert done.returncode == 0, done.stderr
     # launched first, but the two sides run at once, so either may write its first line first
-    assert "start experiment negation --setup audio-world -o runs/demo-audio threads=1" in calls
-    build = calls.index("start world trunk-build --no-report threads=default")
+    assert "start experiment negation --setup audio-world -o runs/demo-audio threads=1 nice=19" in calls
+    build = calls.index("start world trunk-build --no-report threads=default nice=0")
     assert build < calls.index("end experiment")  # the build started while the audio side ran
-    demo = calls.index("start demo threads=default")
-    assert demo > calls.index("end experiment") and demo > calls.index("end world")
-    assert "audio table" in done.stdout and (tmp_path / "work" / "runs" / "demo-audio.log").exists()
+    demo = calls.index("start demo threads=default nice=0")
+    assert demo > calls.index("end world")  # the image demo follows its world's build, not the audio side
+    assert "end demo" in calls and "end experiment" in calls
+    assert done.stdout.rstrip().splitlines()[-2] == "audio table"  # printed once the audio side is done
+    assert (tmp_path / "work" / "runs" / "demo-audio.log").exists()
 
 
 @pytest.mark.parametrize("setsid", [True, False])
@@ -70,8 +73,7 @@ def test_the_audio_side_runs_beside_the_build_and_the_demo_waits_for_it(tmp_path
 def test_a_failure_on_either_side_is_the_scripts_exit_status(tmp_path, fail, shown, setsid):
     done, calls = _run(tmp_path, fail, setsid)
     assert done.returncode == 3
-    if fail != "demo":
-        assert not any(c.startswith("start demo") for c in calls)  # nothing runs after a failed side
     if fail == "world":
+        assert not any(c.startswith("start demo") for c in calls)  # nothing runs after a failed build
         assert "end experiment" not in calls  # the audio side (waiting for the build's end) was stopped
     assert shown in done.stderr
