@@ -20,17 +20,19 @@ bin=${1:?"usage: scripts/demo.sh VENV_BIN (the bin directory of the virtual envi
 mkdir -p runs
 log=runs/demo-audio.log
 
-# its own session where setsid exists, so that the whole audio command (its build's worker processes too) can be
-# stopped at once; else the command alone is stopped
-session=$(command -v setsid || true)
-# the lowest priority where `nice` exists (its worker processes inherit it)
+# The audio command at the lowest priority where `nice` exists (its build's worker processes inherit it), in a
+# process group of its own (job control for this one line), so that it can be stopped whole, its workers too. Not
+# in a session of its own (setsid): Linux shares the CPU between sessions' autogroups before nice counts, so the
+# audio side took half the cores again (seen in a fresh clone's run).
 lowest=$(command -v nice || true)
-OMP_NUM_THREADS=1 $session $lowest ${lowest:+-n 19} "$bin/platonic" experiment negation --setup audio-world \
-  -o runs/demo-audio >"$log" 2>&1 </dev/null &
+set -m
+OMP_NUM_THREADS=1 $lowest ${lowest:+-n 19} "$bin/platonic" experiment negation --setup audio-world -o runs/demo-audio \
+  >"$log" 2>&1 </dev/null &
 audio=$!
+set +m
 stop_audio() {
-  # the session's group; the process alone where there is none (yet)
-  if [ -z "$session" ] || ! kill -TERM -- "-$audio" 2>/dev/null; then kill -TERM "$audio" 2>/dev/null; fi
+  # its process group; the process alone where job control gave it none
+  kill -TERM -- "-$audio" 2>/dev/null || kill -TERM "$audio" 2>/dev/null
   wait "$audio" 2>/dev/null
 }
 trap 'stop_audio; exit 130' INT TERM

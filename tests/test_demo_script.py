@@ -14,12 +14,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "demo.sh"
 
-# Stand-in: appends "<start|end> <args> threads=<OMP_NUM_THREADS> nice=<niceness>" to $CALLS; the audio negation ends only after the
+# Stand-in: appends "<start|end> <args> threads=<OMP_NUM_THREADS> nice=<niceness> group=<process group>" to $CALLS; the audio negation ends only after the
 # image build has ended (20 s at most), so it provably runs beside it, and a failed build leaves it running until
 # the script stops it; $FAIL names the subcommand that exits 3.
 STUB = textwrap.dedent("""\
     #!/usr/bin/env bash
-    echo "start $* threads=${OMP_NUM_THREADS:-default} nice=$(nice)" >> "$CALLS"
+    ni=$(ps -o ni= -p $$); group=$(ps -o pgid= -p $$)
+    echo "start $* threads=${OMP_NUM_THREADS:-default} nice=${ni// /} group=${group// /}" >> "$CALLS"
     case "$1 $2" in
       "experiment negation")
         for _ in {1..200}; do [[ $(<"$CALLS") == *"end world"* ]] && break; sleep 0.1; done
@@ -30,9 +31,7 @@ STUB = textwrap.dedent("""\
     """)
 
 
-def _run(tmp_path: Path, fail: str = "", setsid: bool = True) -> tuple[subprocess.CompletedProcess, list[str]]:
-    if setsid and shutil.which("setsid") is None:
-        pytest.skip("no setsid on this machine")
+def _run(tmp_path: Path, fail: str = "", nice: bool = True) -> tuple[subprocess.CompletedProcess, list[str]]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "platonic").write_text(STUB)
@@ -40,12 +39,12 @@ def _run(tmp_path: Path, fail: str = "", setsid: bool = True) -> tuple[subproces
     calls = tmp_path / "calls.txt"
     env = {**os.environ, "CALLS": str(calls), "FAIL": fail}
     env.pop("OMP_NUM_THREADS", None)
-    if not setsid:  # a PATH of only the tools the script and the stand-in use (as on a machine without setsid)
-        tools = tmp_path / "tools"
-        tools.mkdir()
-        for tool in ("bash", "mkdir", "cat", "tail", "sleep", "nice"):
-            (tools / tool).symlink_to(shutil.which(tool))
-        env["PATH"] = str(tools)
+    # a PATH of only the tools the script and the stand-in use; without `nice`, as on a machine that lacks it
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for tool in ("bash", "mkdir", "cat", "tail", "sleep", "ps") + (("nice",) if nice else ()):
+        (tools / tool).symlink_to(shutil.which(tool))
+    env["PATH"] = str(tools)
     work = tmp_path / "work"
     work.mkdir()
     done = subprocess.run(["bash", str(SCRIPT), str(bin_dir)], cwd=work, env=env, capture_output=True, text=True,
@@ -53,25 +52,35 @@ def _run(tmp_path: Path, fail: str = "", setsid: bool = True) -> tuple[subproces
     return done, calls.read_text().splitlines()
 
 
-@pytest.mark.parametrize("setsid", [True, False])
-def test_the_audio_side_runs_at_low_priority_beside_the_image_side(tmp_path, setsid):
-    done, calls = _run(tmp_path, setsid=setsid)
+def _start(calls: list[str], command: str) -> tuple[int, dict]:
+    """(index, {"threads", "nice", "group"}) of the stand-in's start line of `command`."""
+    k = next(i for i, c in enumerate(calls) if c.startswith(f"start {command} threads="))
+    return k, dict(f.split("=") for f in calls[k][len(f"start {command} "):].split())
+
+
+@pytest.mark.parametrize("nice", [True, False])
+def test_the_audio_side_runs_at_low_priority_beside_the_image_side(tmp_path, nice):
+    done, calls = _run(tmp_path, nice=nice)
     assert done.returncode == 0, done.stderr
     # launched first, but the two sides run at once, so either may write its first line first
-    assert "start experiment negation --setup audio-world -o runs/demo-audio threads=1 nice=19" in calls
-    build = calls.index("start world trunk-build --no-report threads=default nice=0")
+    _, audio = _start(calls, "experiment negation --setup audio-world -o runs/demo-audio")
+    build, image = _start(calls, "world trunk-build --no-report")
+    demo, shown = _start(calls, "demo")
+    assert audio["threads"] == "1" and image["threads"] == shown["threads"] == "default"
+    assert audio["nice"] == ("19" if nice else "0") and image["nice"] == shown["nice"] == "0"
+    # a process group of its own (to be stopped whole) in the script's session, so that its nice counts
+    assert audio["group"] != image["group"] == shown["group"]
     assert build < calls.index("end experiment")  # the build started while the audio side ran
-    demo = calls.index("start demo threads=default nice=0")
     assert demo > calls.index("end world")  # the image demo follows its world's build, not the audio side
     assert "end demo" in calls and "end experiment" in calls
     assert done.stdout.rstrip().splitlines()[-2] == "audio table"  # printed once the audio side is done
     assert (tmp_path / "work" / "runs" / "demo-audio.log").exists()
 
 
-@pytest.mark.parametrize("setsid", [True, False])
+@pytest.mark.parametrize("nice", [True, False])
 @pytest.mark.parametrize("fail, shown", [("experiment", "stand-in failure of experiment"), ("world", ""), ("demo", "")])
-def test_a_failure_on_either_side_is_the_scripts_exit_status(tmp_path, fail, shown, setsid):
-    done, calls = _run(tmp_path, fail, setsid)
+def test_a_failure_on_either_side_is_the_scripts_exit_status(tmp_path, fail, shown, nice):
+    done, calls = _run(tmp_path, fail, nice)
     assert done.returncode == 3
     if fail == "world":
         assert not any(c.startswith("start demo") for c in calls)  # nothing runs after a failed build
