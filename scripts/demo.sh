@@ -2,7 +2,7 @@
 # `make demo`'s job: the image world's protocols (`platonic demo`) and the audio world's negation
 # (`platonic experiment negation --setup audio-world`), each world built on first use.
 #
-# The audio side (its world's build and negation, on one thread, output in runs/demo-audio.log) runs in the
+# The audio side (its world's build and negation, output in runs/demo-audio.log) runs in the
 # background at the lowest priority (nice 19), the image side (its world's build, then `platonic demo` on both
 # cores) in the foreground. The image side is the longer chain (lite1-attn's pre-training, then its sources, then
 # the protocols): at equal priority the audio side's workers slowed its jobs 2 to 3 times (a fresh clone on the
@@ -11,8 +11,10 @@
 # protocols' fast paths) and finishes after it. `platonic demo`'s two threads run beside it nearly as alone (a
 # two-thread job here: 4.0 s alone, 4.6 s beside two busy processes at nice 19, 9.8 s beside two at equal
 # priority). Every build job seeds itself and runs on one thread wherever it
-# runs, so the worlds are the same; the audio negation on one thread prints the same tables as on two
-# (docs/lab/2026-12-05-demo-side-by-side.md).
+# runs, so the worlds are the same. The audio negation runs on torch's default threads, both cores once the image
+# side is done (it comes last); it prints the same tables as on one thread (docs/lab/2026-12-05-demo-side-by-side.md,
+# docs/lab/2026-12-07-demo-under-30-minutes.md). Where `nice` is missing it runs on one thread, beside the image side
+# at equal priority.
 #
 # Usage: scripts/demo.sh VENV_BIN
 set -u
@@ -25,9 +27,9 @@ log=runs/demo-audio.log
 # in a session of its own (setsid): Linux shares the CPU between sessions' autogroups before nice counts, so the
 # audio side took half the cores again (seen in a fresh clone's run).
 lowest=$(command -v nice || true)
+if [ -n "$lowest" ]; then run=("$lowest" -n 19); else run=(env OMP_NUM_THREADS=1); fi
 set -m
-OMP_NUM_THREADS=1 $lowest ${lowest:+-n 19} "$bin/platonic" experiment negation --setup audio-world -o runs/demo-audio \
-  >"$log" 2>&1 </dev/null &
+"${run[@]}" "$bin/platonic" experiment negation --setup audio-world -o runs/demo-audio >"$log" 2>&1 </dev/null &
 audio=$!
 set +m
 stop_audio() {
