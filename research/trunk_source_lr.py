@@ -1,5 +1,5 @@
 """Research harness (not part of the package, not tested): the trunk world's last-stage sources at other learning
-rates, screened on the built trunk world's cached activations before any rebuild (issue 33).
+rates (or other settings of the source recipe: steps, batch, replay, ...), screened on the built trunk world's cached activations before any rebuild (issue 33).
 
 For one model of a built trunk world (`platonic world trunk-path`), trains its sources of one kind ("full" or "lora";
 the package's `trunkworld.sources.train_source`, the profile's recipe with lr replaced) for every task, and prints the fine-tune
@@ -7,11 +7,16 @@ gain, the oracle (own descriptor solved on the model, alpha 1: own gain, other t
 (sum oracle gains / sum fine-tune gains) and locality (mean fall of the other tasks / own gain), the report's
 definitions, on the test splits (unit embeddings, the closed form `platonic.solve`).
 
-Usage: python research/trunk_source_lr.py MODEL KIND LR [LR ...]    (e.g. lite0-linear full 3e-4 1.5e-4)
+Usage: python research/trunk_source_lr.py MODEL KIND SETTING [SETTING ...]
+  SETTING: a learning rate (3e-4) or FIELD=VALUE[,FIELD=VALUE] of `SourceRecipe` (steps=150,replay_batch=16)
+  e.g. lite0-linear full 3e-4 1.5e-4; lite1-attn full steps=150 steps=200
+  WORLD=DIR: a built trunk world to screen on (default: the current recipe's, built when missing)
 """
+import os
 import json
 import sys
 import time
+from pathlib import Path
 from dataclasses import replace
 
 import torch
@@ -35,8 +40,8 @@ def acc(z, G, y):
 
 
 if __name__ == "__main__":
-    name, kind, rates = sys.argv[1], sys.argv[2], [float(x) for x in sys.argv[3:]]
-    world = ensure_trunk_world("full")
+    name, kind, settings = sys.argv[1], sys.argv[2], sys.argv[3:]
+    world = ensure_trunk_world("full") if "WORLD" not in os.environ else Path(os.environ["WORLD"])
     data = read_data(world)
     acts, _ = load_weights(world / "activations" / f"{name}.safetensors")
     enc = load_world_model(f"trunk/{name}", root=world)
@@ -54,9 +59,12 @@ if __name__ == "__main__":
     z0 = {t: unit(base, test[t]) for t in TASK_NAMES}
     p0 = {t: unit(base, probes[t]) for t in TASK_NAMES}
     zs = {t: acc(z0[t], G[t].double(), data[t].test.labels) for t in TASK_NAMES}
-    for lr in rates:
+    for setting in settings:
         t0 = time.time()
-        recipe = replace(PROFILES["full"].sources[kind], lr=lr)
+        fields = dict(kv.split("=") for kv in setting.split(",")) if "=" in setting else {"lr": setting}
+        default = PROFILES["full"].sources[kind]
+        changes = {k: type(getattr(default, k))(v) for k, v in fields.items()}
+        recipe = replace(default, **changes)
         gains, own, other = {}, {}, {}
         for t in TASK_NAMES:
             seed = spec.seed * 100 + TASK_NAMES.index(t) * 2 + KINDS.index(kind)
@@ -73,7 +81,7 @@ if __name__ == "__main__":
             own[t], other[t] = ch[t], sum(ch[s] for s in TASK_NAMES if s != t) / 7
         rec = sum(own.values()) / sum(gains.values())
         loc = sum(-min(0, v) for v in other.values()) / 8 / (sum(own.values()) / 8)
-        print(json.dumps({"model": name, "kind": kind, "lr": lr, "gain": round(sum(gains.values()) / 8, 1),
+        print(json.dumps({"model": name, "kind": kind, **changes, "gain": round(sum(gains.values()) / 8, 1),
                           "oracle_own": round(sum(own.values()) / 8, 1), "others": round(sum(other.values()) / 8, 1),
                           "recovery": round(rec, 3), "locality": round(loc, 3), "seconds": round(time.time() - t0)}),
               flush=True)

@@ -84,11 +84,13 @@ def test_the_builds_token_attention_pool_is_timms_and_a_wrapped_pool_runs_timms_
         pool.pos_embed.normal_()
         pool.qkv.bias.normal_()
     assert takes_token_pool(pool)
-    for side in (2, 3):  # Lite1's 2 x 2 map at 64 px, and another size (timm resamples its 8 x 8 positions)
-        maps = torch.randn(5, 1280, side, side, requires_grad=True)
+    # Lite1's 2 x 2 map at 64 px, and another size (timm resamples its 8 x 8 positions); maps that train (the
+    # sources) and frozen maps (the pre-training's cached features: no gradient of their own is formed)
+    for side, frozen in ((2, False), (3, False), (2, True)):
+        maps = torch.randn(5, 1280, side, side, requires_grad=not frozen)
         theirs, ours = lite1.head(maps), training_head(lite1.head, maps)
         assert torch.allclose(ours, theirs, atol=1e-5, rtol=1e-5)
-        wrt = [maps, pool.qkv.weight, pool.qkv.bias, pool.pos_embed, pool.proj.weight]
+        wrt = [pool.qkv.weight, pool.qkv.bias, pool.pos_embed, pool.proj.weight] + ([] if frozen else [maps])
         for g_theirs, g_ours in zip(torch.autograd.grad(theirs.square().sum(), wrt),
                                     torch.autograd.grad(ours.square().sum(), wrt)):
             assert torch.allclose(g_ours, g_theirs, atol=1e-5 * g_theirs.abs().max().item(), rtol=0)

@@ -9,7 +9,11 @@ On a (B, C, h, w) map with spatial tokens x_1..x_n (n = hw) and timm's position 
 so `token_pool` takes q of t_0 alone, k and v of the n spatial tokens, and k(t_0), v(t_0) from theirs (k, v
 are affine):
 
-    k(t_0) = mean_i k(t_i) + W_k (p_0 - mean_i p_i)                                     (v likewise)
+    k(t_i) = W_k x_i + b_k + W_k p_i,   k(t_0) = mean_i k(t_i) + W_k (p_0 - mean_i p_i)    (v likewise)
+
+The position terms (W_q p_0, W_k p_i) are products of their own, broadcast over the batch: where the maps are
+frozen (the pre-training's cached features) the backward pass then runs no product for their gradient, a third
+of the pool's matrix work (recipe trunk-4).
 
 It is timm's function (float32 rounding apart: about 4e-7 on unit-scale outputs) with 56 % of its
 multiply-adds on Lite1's 1280-wide pool over a 2 x 2 map, where the trunk world's pre-training and sources of
@@ -52,8 +56,9 @@ def token_pool(pool: nn.Module, x: torch.Tensor) -> torch.Tensor:
                                  num_prefix_tokens=1)[0]  # (1 + n, C), as timm resamples it
     weight, bias = pool.qkv.weight, pool.qkv.bias
     q_bias, kv_bias = (None, None) if bias is None else (bias[:width], bias[width:])
-    q = F.linear(tokens.mean(1) + pos[0], weight[:width], q_bias)  # (B, E): q(t_0)
-    kv = F.linear(tokens + pos[1:], weight[width:], kv_bias)  # (B, n, 2E): k, v of t_1..t_n
+    q = F.linear(tokens.mean(1), weight[:width], q_bias) + F.linear(pos[0], weight[:width])  # (B, E): q(t_0)
+    # (B, n, 2E): k, v of t_1..t_n, the position term apart: frozen maps then need no gradient of their own
+    kv = F.linear(tokens, weight[width:], kv_bias) + F.linear(pos[1:], weight[width:])
     kv0 = kv.mean(1) + F.linear(pos[0] - pos[1:].mean(0), weight[width:])  # (B, 2E): k, v of t_0
     kv = torch.cat([kv0.unsqueeze(1), kv], dim=1).reshape(batch, h * w + 1, 2, heads, head_dim).permute(2, 0, 3, 1, 4)
     out = F.scaled_dot_product_attention(q.reshape(batch, heads, 1, head_dim), kv[0], kv[1])  # scale head_dim^-0.5

@@ -108,7 +108,7 @@ def contrastive_pretrain(model: nn.Module, trained: nn.Module, embed, inputs: li
     extra = list(extra_params)
     opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2] + extra, "weight_decay": 0.05},
                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
-                            lr=recipe.lr, betas=(0.9, 0.98))
+                            lr=recipe.lr, betas=(0.9, 0.98), fused=True)
     scale = CappedScale(model)
     trained.train()
     losses = []

@@ -31,8 +31,10 @@ TRUNK_WORLD_VERSION = 1
 # Bump with any change of code that alters what a build makes (rendering, activations, pre-training, sources).
 # trunk-2: the emoji control; trunk-3: the same arithmetic in a faster order (the trunks' activations in channels-last
 # format; lite1-attn's attention pool trained through `pooling.token_pool`, 56 % of timm's multiply-adds): every
-# weight differs from trunk-2's by float32 rounding and what training makes of it
-RECIPE_VERSION = "trunk-3"
+# weight differs from trunk-2's by float32 rounding and what training makes of it; trunk-4: less work for the same
+# functions (the attention pool's position terms apart from the frozen maps, one forward pass for a source step's two
+# batches, fused AdamW) and fewer steps (the full profile, below)
+RECIPE_VERSION = "trunk-4"
 TASK_VARIANTS = {"shapes": "small-lowc", "textures": "lowc-noise-rot"}
 # the controls: the image world's two and the emoji of 100 things (its many-class control, as CIFAR-100 is the paper's)
 CONTROL_NAMES = world_data.CONTROL_NAMES + ("emoji",)
@@ -113,9 +115,12 @@ PROFILES = {
                          probes_per_class=2),
     # 120 training typefaces, not 40: the glyph tasks are short of typefaces, not of pixels (a probe on Lite0's
     # pooled features, glyph mean: 42.0 -> 49.1 at 32 px; 64 px renderings 36.4 / 43.3; research/glyph_size_screen.py)
+    # trunk-4: lite1-attn's pre-training 600 steps (800 before) and full sources of 150 steps (200 before), for a
+    # fresh clone's `make demo` in 30 minutes; lite0's full sources at 150 steps on the trunk-3 build: gain 18.0 /
+    # recovery 0.72 / locality 0.16 against 19.0 / 0.68 / 0.19 at 200 (research/trunk_source_lr.py)
     "full": TrunkProfile("full", DataSizes(100, 20, 50, 1, 1, 20, max_fonts=40),
-                         PretrainRecipe(steps_per_model={"lite1-attn": 800}),
-                         {"full": SourceRecipe(), "lora": SourceRecipe(lr=5e-3)}, train_fonts=120),
+                         PretrainRecipe(steps_per_model={"lite1-attn": 600}),
+                         {"full": SourceRecipe(steps=150), "lora": SourceRecipe(lr=5e-3)}, train_fonts=120),
 }
 
 

@@ -49,17 +49,17 @@ def train_source(visual, kind: str, train: torch.Tensor, labels: torch.Tensor, p
     with torch.no_grad():
         replay_target = F.normalize(above.training_forward(replay), dim=-1)
     params, finish = _trainable(above, kind, recipe)
-    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay, fused=True)
     g = torch.Generator().manual_seed(seed + 1)
     for step in range(recipe.steps):
         for group in opt.param_groups:
             group["lr"] = recipe.lr * schedule(step, recipe.steps, 0.1)
         i = torch.randint(0, len(train), (recipe.batch,), generator=g)
-        z = F.normalize(above.training_forward(train[i]), dim=-1)
-        loss = F.cross_entropy(logit_scale * z @ prompts.T, labels[i])
         r = torch.randint(0, len(replay), (recipe.replay_batch,), generator=g)
-        loss = loss + recipe.replay * (F.normalize(above.training_forward(replay[r]), dim=-1)
-                                       - replay_target[r]).pow(2).sum(1).mean()
+        # one forward pass for both batches (batch norm runs on its frozen statistics: no item sees another)
+        z = F.normalize(above.training_forward(torch.cat([train[i], replay[r]])), dim=-1)
+        loss = (F.cross_entropy(logit_scale * z[:recipe.batch] @ prompts.T, labels[i])
+                + recipe.replay * (z[recipe.batch:] - replay_target[r]).pow(2).sum(1).mean())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -71,7 +71,8 @@ def ascend_above(visual, train: torch.Tensor, labels: torch.Tensor, prompts: tor
     """The gradient-ascent negation baseline on the part of the tower the world's full sources train.
 
     The trunk world's models are LiT bases (the trunk below the cut frozen), so their baseline moves what a full
-    source moves: f = `tower.Above` on cached activations, batch-norm statistics frozen, maximising
+    source moves: f = `tower.Above` on cached activations (run by its `training_forward`, as the sources train),
+    batch-norm statistics frozen, maximising
 
         L = CE(s * unit(f(a)) G^T, y)
 
@@ -90,7 +91,7 @@ def ascend_above(visual, train: torch.Tensor, labels: torch.Tensor, prompts: tor
     for step, idx in enumerate(batch_order(len(train), config.batch_size, steps, config.seed)):
         for group in opt.param_groups:
             group["lr"] = config.lr * config.lr_factor(step, steps)
-        z = F.normalize(above(train[idx]), dim=-1)
+        z = F.normalize(above.training_forward(train[idx]), dim=-1)
         loss = -F.cross_entropy(scale * z @ prompts.T, labels[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
