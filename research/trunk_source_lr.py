@@ -1,23 +1,24 @@
 """Research harness (not part of the package, not tested): the trunk world's last-stage sources at other learning
-rates (or other settings of the source recipe: steps, batch, replay, ...), screened on the built trunk world's cached activations before any rebuild (issue 33).
+rates (or other settings of the source recipe: steps, batch, replay, ...), screened on the built trunk world's
+cached activations before any rebuild (issue 33).
 
 For one model of a built trunk world (`platonic world trunk-path`), trains its sources of one kind ("full" or "lora";
-the package's `trunkworld.sources.train_source`, the profile's recipe with lr replaced) for every task, and prints the fine-tune
-gain, the oracle (own descriptor solved on the model, alpha 1: own gain, other tasks' mean change), recovery
-(sum oracle gains / sum fine-tune gains) and locality (mean fall of the other tasks / own gain), the report's
-definitions, on the test splits (unit embeddings, the closed form `platonic.solve`).
+the package's `trunkworld.sources.train_source`, the profile's recipe with the settings replaced) for every task,
+and prints the fine-tune gain, the oracle (own descriptor solved on the model, alpha 1: own gain, other tasks'
+mean change), recovery (sum oracle gains / sum fine-tune gains) and locality (mean fall of the other tasks / own
+gain), the report's definitions, on the test splits (unit embeddings, the closed form `platonic.solve`).
 
 Usage: python research/trunk_source_lr.py MODEL KIND SETTING [SETTING ...]
   SETTING: a learning rate (3e-4) or FIELD=VALUE[,FIELD=VALUE] of `SourceRecipe` (steps=150,replay_batch=16)
   e.g. lite0-linear full 3e-4 1.5e-4; lite1-attn full steps=150 steps=200
   WORLD=DIR: a built trunk world to screen on (default: the current recipe's, built when missing)
 """
-import os
 import json
+import os
 import sys
 import time
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F

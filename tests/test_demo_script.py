@@ -1,7 +1,7 @@
 """scripts/demo.sh, `make demo`'s job, on a stand-in `platonic` that records its calls: the audio side runs at the
 lowest priority beside the image world's build and demo (on one thread where `nice` is missing), the script waits
-for it before printing its table, and a failure on either side stops the other (or, the audio side's, comes after the image demo) and
-becomes the script's exit status with the audio side's log shown."""
+for it before printing its table, and a failure on either side stops the other (or, the audio side's, comes after
+the image demo) and becomes the script's exit status with the audio side's log shown."""
 
 import os
 import shutil
