@@ -63,6 +63,8 @@ KINDS = os.environ.get("STUDENT_KINDS", "last,whole").split(",")
 TEACHER = os.environ.get("STUDENT_TEACHER", "lite0-linear")
 TAG = os.environ.get("STUDENT_TAG", "")
 SEED = int(os.environ.get("STUDENT_SEED", "0"))  # added to the student's weight seed (500) and batch-order seed (600)
+AUG = int(os.environ.get("STUDENT_AUG", "0"))  # > 0: pre-training images shifted at random by up to AUG px (replicate pad)
+VIT_CFG = json.loads(os.environ.get("VIT_CFG", "{}"))  # extra open_clip vision_cfg keys, e.g. {"pos_embed_type": "sin_cos_2d"}
 TARGET = os.environ.get("STUDENT_TARGET", "embedding")  # or "pooled": the trunk's 1280-d pooled features, centred
 N_TEST = 500
 ARCHS = {
@@ -117,6 +119,22 @@ class Upper(torch.nn.Module):
         return v.attnpool(v.layer4(a))
 
 
+if VIT_CFG:
+    _vision_cfg = OpenClipWorldSpec.vision_cfg
+    OpenClipWorldSpec.vision_cfg = lambda self: {**_vision_cfg(self), **(VIT_CFG if self.tower == "vit" else {})}
+
+
+def shifted(x, g):
+    """(B, 3, s, s) uint8 -> the same images each shifted by up to AUG px in x and y (edges replicated)."""
+    b, _, s, _ = x.shape
+    padded = F.pad(x.float(), (AUG,) * 4, mode="replicate")
+    dy, dx = torch.randint(0, 2 * AUG + 1, (2, b, 1, 1), generator=g)
+    ar = torch.arange(s)
+    rows, cols = (dy + ar.view(1, s, 1)).expand(b, s, s), (dx + ar.view(1, 1, s)).expand(b, s, s)
+    out = padded[torch.arange(b).view(b, 1, 1), :, rows, cols]  # (b, s, s, 3)
+    return out.permute(0, 3, 1, 2).to(x.dtype)
+
+
 def spec_of(arch: str) -> OpenClipWorldSpec:
     return OpenClipWorldSpec(f"scratch-{arch}", mean=WORLD_MEAN, std=WORLD_STD, seed=500 + SEED, **ARCHS[arch])
 
@@ -149,11 +167,14 @@ def pretrain(model, spec, data, vocab, text, teacher_z, seed, batch=128):
     scale = _Scale(model)
     model.visual.train()
     images = [data[s].train.images for s in SETS]
+    g_aug = torch.Generator().manual_seed(seed + 17)
     for step in range(STEPS):
         for g in opt.param_groups:
             g["lr"] = LR * schedule(step, STEPS, 0.05)
         drawn = draw(batch)
         x = torch.cat([images[k][idx] for k, idx, _ in drawn])
+        if AUG:
+            x = shifted(x, g_aug)
         caps = torch.cat([c for _, _, c in drawn])
         t = torch.cat([teacher_z[k][idx] for k, idx, _ in drawn])
         set_ids = torch.cat([torch.full((len(idx),), k) for k, idx, _ in drawn])
@@ -342,7 +363,7 @@ if __name__ == "__main__":
             ztr = F.normalize(embed(model.visual, DATA[t].train.images[:2000], spec), dim=-1).double()
             lp[t] = linear_probe(ztr, DATA[t].train.labels[:2000], E[name][t]["test"], SUB[t]["test"][1], len(P[name][t]))
         pr = participation_ratio(torch.cat([E[name][t]["probes"] for t in TASK_NAMES]))
-        print(json.dumps({"model": name, "arch": ARCHS[arch], "distill": DISTILL, "target": TARGET, "steps": STEPS, "name_rate": NAME_RATE,
+        print(json.dumps({"model": name, "arch": ARCHS[arch], "distill": DISTILL, "target": TARGET, "steps": STEPS, "name_rate": NAME_RATE, "aug": AUG, "vit_cfg": VIT_CFG,
                           "zero_shot": round(sum(zs[t] for t in TASK_NAMES) / 8, 1), "probe": round(sum(lp.values()) / 8, 1),
                           "pr": round(pr, 1), "zs": {s: round(v, 1) for s, v in zs.items()},
                           "pretrain_s": round(t1 - t0)}), flush=True)
