@@ -119,3 +119,42 @@ def test_every_merge_rule_with_and_without_orthoreg_on_the_same_fine_tunes(toy, 
         run_task_arithmetic(_setup(toy, False), flavours=["full"], recipe=RECIPE, merges=["sum", "magic"])
     with pytest.raises(InvalidInputError, match="more than once"):
         run_task_arithmetic(_setup(toy, False), flavours=["full"], recipe=RECIPE, merges=["ties", "ties"])
+
+
+def test_negation_encodes_the_task_only_where_the_controls_keep_and_chooses_as_encoding_everything():
+    """The negation's alpha: the lowest task accuracy among the alphas whose controls all keep 95 % of zero-shot.
+    Controls are encoded in order until one fails; the task's split only where all keep (fakes record each encode)."""
+    from types import SimpleNamespace
+
+    from platonic.experiments.protocols.task_arithmetic import CONTROL_KEEP, _negation
+
+    zero = {"c1": 0.8, "c2": 0.6}
+    # accuracy of a split under theta_0 - a tau: the task falls with a; c1 keeps up to a = 0.3, c2 up to 0.2 and
+    # again at 0.9 (not monotone), so the task's split is encoded at a <= 0.2 and at 0.9 only
+    def accuracy(name: str, a: float) -> float:
+        if name == "t/val":
+            return 0.9 - a if a != 0.9 else 0.05
+        keeps = {"c1/val": a <= 0.3 or a == 0.9, "c2/val": a <= 0.2 or a == 0.9}[name]
+        base = zero[name.split("/")[0]]
+        return base if keeps else base * (CONTROL_KEEP - 0.01)
+
+    calls = []
+
+    class FakeVariants:
+        def features(self, tau, alpha, sets):
+            calls.append((round(-alpha, 2), [s.name for s in sets]))
+            return {s.name: (s.name, round(-alpha, 2)) for s in sets}
+
+    feats = SimpleNamespace(accuracy=lambda z, s: accuracy(*z) if "test" not in z[0] else 0.0)
+    split = lambda name: SimpleNamespace(name=name)  # noqa: E731
+    run = SimpleNamespace(taus={"t": object()}, lam=0.0)
+    cells = _negation(feats, FakeVariants(), "m", "full", False, run, ["t"], {"t": split("t/val")}, {"t": split("t/test")},
+                      {"c1": split("c1/val"), "c2": split("c2/val")}, {"c1": split("c1/test"), "c2": split("c2/test")},
+                      zero)
+    kept = [a for a in ALPHAS if accuracy("c1/val", a) >= CONTROL_KEEP * 0.8 and accuracy("c2/val", a) >= CONTROL_KEEP * 0.6]
+    assert cells[0]["alpha"] == min(kept, key=lambda a: (accuracy("t/val", a), a)) == 0.9
+    task_encodes = sorted(a for a, names in calls if names == ["t/val"])
+    assert task_encodes == kept
+    for a in ALPHAS:  # c2 is encoded only where c1 kept
+        names = [n for b, ns in calls if b == a for n in ns]
+        assert ("c2/val" in names) == (accuracy("c1/val", a) >= CONTROL_KEEP * 0.8)
