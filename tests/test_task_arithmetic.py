@@ -126,7 +126,7 @@ def test_negation_encodes_the_task_only_where_the_controls_keep_and_chooses_as_e
     Controls are encoded in order until one fails; the task's split only where all keep (fakes record each encode)."""
     from types import SimpleNamespace
 
-    from platonic.experiments.protocols.task_arithmetic import CONTROL_KEEP, _negation
+    from platonic.experiments.protocols.task_arithmetic import CONTROL_KEEP, negation_alpha
 
     zero = {"c1": 0.8, "c2": 0.6}
     # accuracy of a split under theta_0 - a tau: the task falls with a; c1 keeps up to a = 0.3, c2 up to 0.2 and
@@ -145,16 +145,13 @@ def test_negation_encodes_the_task_only_where_the_controls_keep_and_chooses_as_e
             calls.append((round(-alpha, 2), [s.name for s in sets]))
             return {s.name: (s.name, round(-alpha, 2)) for s in sets}
 
-    feats = SimpleNamespace(accuracy=lambda z, s: accuracy(*z) if "test" not in z[0] else 0.0)
+    feats = SimpleNamespace(accuracy=lambda z, s: accuracy(*z))
     split = lambda name: SimpleNamespace(name=name)  # noqa: E731
-    run = SimpleNamespace(taus={"t": object()}, lam=0.0)
-    cells = _negation(feats, FakeVariants(), "m", "full", False, run, ["t"], {"t": split("t/val")}, {"t": split("t/test")},
-                      {"c1": split("c1/val"), "c2": split("c2/val")}, {"c1": split("c1/test"), "c2": split("c2/test")},
-                      zero)
+    best = negation_alpha(feats, FakeVariants(), object(), split("t/val"), {"c1": split("c1/val"), "c2": split("c2/val")},
+                          zero)
     kept = [a for a in ALPHAS if accuracy("c1/val", a) >= CONTROL_KEEP * 0.8 and accuracy("c2/val", a) >= CONTROL_KEEP * 0.6]
-    assert cells[0]["alpha"] == min(kept, key=lambda a: (accuracy("t/val", a), a)) == 0.9
-    task_encodes = sorted(a for a, names in calls if names == ["t/val"])
-    assert task_encodes == kept
+    assert best == min(kept, key=lambda a: (accuracy("t/val", a), a)) == 0.9
+    assert sorted(a for a, names in calls if names == ["t/val"]) == kept
     for a in ALPHAS:  # c2 is encoded only where c1 kept
         names = [n for b, ns in calls if b == a for n in ns]
         assert ("c2/val" in names) == (accuracy("c1/val", a) >= CONTROL_KEEP * 0.8)

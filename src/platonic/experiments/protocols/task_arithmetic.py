@@ -40,7 +40,7 @@ from ...errors import InvalidInputError
 from ...finetuning.attention import attention_weight_names
 from ...merging import MERGE_RULES, merge_rule
 from ...task_vector import TaskVector
-from ..engine import Features, TaskVectorRecipe, Variants, aligned, cached_task_vector, check_lambdas, val_subset
+from ..engine import EvalSet, Features, TaskVectorRecipe, Variants, aligned, cached_task_vector, check_lambdas, val_subset
 from ..setups import TaskArithmeticSetup
 
 FLAVOURS = ("full", "attention", "lora", "linear")
@@ -260,19 +260,12 @@ def task_arithmetic_jobs(setup: TaskArithmeticSetup, flavours: Sequence[str] = F
 
 
 def _negation(feats, variants, mname, flavour, orthoreg, run, tasks, val, test, cval, ctest, zs_val_ctrl) -> list[dict]:
-    """theta_0 - alpha tau_t per task: alpha on validation under the control constraint, then the test splits.
-
-    Per alpha the controls' validation splits are encoded one at a time and the task's only where all of them keep
-    CONTROL_KEEP of their zero-shot accuracy: the rule usually allows only the smallest alphas, so most candidates
-    end at their first control (the same choice as encoding every set at every alpha)."""
+    """theta_0 - alpha tau_t per task: alpha on validation under the control constraint (`negation_alpha`), then
+    the test splits."""
     cells = []
     for t in tasks:
         tau = run.taus[t]
-        scores = {}
-        for a in ALPHAS:
-            if _controls_keep(feats, variants, tau, -a, cval, zs_val_ctrl):
-                scores[a] = feats.accuracy(variants.features(tau, -a, [val[t]])[val[t].name], val[t])
-        best = min(scores, key=lambda a: (scores[a], a))
+        best = negation_alpha(feats, variants, tau, val[t], cval, zs_val_ctrl)
         z = variants.features(tau, -best, [test[t], *ctest.values()])
         acc = {"A": feats.accuracy(z[test[t].name], test[t]), **{c: feats.accuracy(z[s.name], s) for c, s in ctest.items()}}
         cells.append({"experiment": f"{EXPERIMENT}/negation", "method": flavour, "merge": "sum", "target": mname, "sources": [mname],
@@ -281,8 +274,17 @@ def _negation(feats, variants, mname, flavour, orthoreg, run, tasks, val, test, 
     return cells
 
 
-def _controls_keep(feats, variants, tau, alpha: float, cval, zs_val_ctrl) -> bool:
-    """Whether every control's validation accuracy under theta_0 + alpha tau is at least CONTROL_KEEP x its
-    zero-shot one; encodes the controls in order and stops at the first that does not keep it."""
-    return all(feats.accuracy(variants.features(tau, alpha, [s])[s.name], s) >= CONTROL_KEEP * zs_val_ctrl[c]
-               for c, s in cval.items())
+def negation_alpha(feats: Features, variants: Variants, tau: TaskVector, task_val: EvalSet, cval: dict[str, EvalSet],
+                   zs_val_ctrl: dict[str, float], alphas: Sequence[float] = ALPHAS) -> float:
+    """The alpha of theta_0 - alpha tau: among `alphas` where every control keeps >= CONTROL_KEEP x its zero-shot
+    validation accuracy (`zs_val_ctrl`), the one with the lowest validation accuracy on the task (ties: the smaller).
+
+    Per alpha the controls' splits are encoded one after another, stopping at the first that fails, and the task's
+    split only where all keep: the rule usually allows only the smallest alphas, so most candidates end at their
+    first control (the same choice as encoding every split at every alpha). alpha 0 (zero-shot) always keeps."""
+    scores = {}
+    for a in alphas:
+        if all(feats.accuracy(variants.features(tau, -a, [s])[s.name], s) >= CONTROL_KEEP * zs_val_ctrl[c]
+               for c, s in cval.items()):
+            scores[a] = feats.accuracy(variants.features(tau, -a, [task_val])[task_val.name], task_val)
+    return min(scores, key=lambda a: (scores[a], a))
