@@ -2,7 +2,7 @@
 (issue 33, item 1), screened on the built trunk world before any build change.
 
 Students are real open_clip models (`OpenClipWorldSpec` tower "vit": open_clip's VisionTransformer; "resnet":
-open_clip's ModifiedResNet) on the frozen MiniLM with a linear text projection, drawn from random weights and
+open_clip's ModifiedResNet; "timm" with a config folder: timm's hybrid ViT) on the frozen MiniLM with a linear text projection, drawn from random weights and
 pre-trained on every train image of the built trunk world (32 px canonical, no resize) with
 
     L = CLIP(z_img, z_txt) + 10 set_overlap + 3 prompt_overlap + DISTILL (1 - cos(P z_img, z_teacher))
@@ -21,7 +21,9 @@ Measured on the world's test splits (subsampled to 500 a set) and probes (30 a c
 defines them: zero-shot, linear probe, PR, fine-tune gain, oracle (own descriptor, paper's solve, alpha 1),
 recovery, locality; then transfer at alpha 0.5 between the students and the built trunk models' full sources.
 
-Usage: python research/trunk_student_screen.py ARCH [ARCH ...]  (vit, vit-wide, resnet). Env: STUDENT_DISTILL (5),
+Usage: python research/trunk_student_screen.py ARCH [ARCH ...]  (vit, vit-p4, vit-wide, resnet, vit-stem: timm's
+hybrid ViT, a convolutional stem under 2 x 2 patches, as `recipe.STUDENTS["scratch-vit"]` builds it; STEM_PATCH,
+STEM_CFG (extra timm model_args) change it). Env: STUDENT_DISTILL (5),
 STUDENT_STEPS (3000), STUDENT_NAME_RATE (0.03), STUDENT_LR (2e-3), SOURCE_LR (1e-3), WHOLE_LR (1e-3),
 STUDENT_KINDS (last,whole), STUDENT_TEACHER (lite0-linear), SCREEN_THREADS (2), STUDENT_TAG (''),
 STUDENT_TARGET (embedding; pooled: distil the teacher trunk's pooled features, centred, instead of its embedding),
@@ -73,7 +75,21 @@ ARCHS = {
     "vit-p4": dict(tower="vit", image_size=32, width=64, layers=4, patch_size=4, head_width=16, embed_dim=128),
     "vit-wide": dict(tower="vit", image_size=32, width=128, layers=4, patch_size=8, head_width=32, embed_dim=160),
     "resnet": dict(tower="resnet", image_size=32, width=32, layers=(1, 1, 1, 1), head_width=32, embed_dim=144),
+    # timm's hybrid ViT (a ResNet-v2 stem: 7x7 conv stride 2, group norm, 3x3 max pool stride 2; then patch STEM_PATCH
+    # on its 8 x 8 map), built by open_clip's TimmModel from a timm "local-dir:" config (architecture + model_args)
+    "vit-stem": dict(tower="timm", image_size=32, timm_pool="avg", timm_proj="linear", embed_dim=128),
 }
+STEM_PATCH = int(os.environ.get("STEM_PATCH", "2"))
+STEM_CFG = json.loads(os.environ.get("STEM_CFG", "{}"))  # extra timm model_args
+
+
+def stem_dir() -> str:
+    d = out_dir() / f"timm-vit-stem-p{STEM_PATCH}{TAG}"
+    d.mkdir(parents=True, exist_ok=True)
+    args = {"img_size": 32, "patch_size": STEM_PATCH, "embed_dim": 64, "depth": 4, "num_heads": 4, **STEM_CFG}
+    (d / "config.json").write_text(json.dumps({"architecture": "vit_tiny_r_s16_p8_224", "num_classes": 0, "model_args": args,
+                                               "pretrained_cfg": {"input_size": [3, 32, 32], "num_classes": 0}}))
+    return f"local-dir:{d}"
 WORLD_MEAN, WORLD_STD = (0.5,) * 3, (0.25,) * 3
 
 
@@ -87,6 +103,12 @@ def out_dir() -> Path:
 
 def below(visual, x):
     """(B, 3, S, S) model input -> what enters the last block: ViT tokens (B, L, w); ResNet layer3's map."""
+    if hasattr(visual, "trunk"):  # timm ViT under open_clip's TimmModel
+        tr = visual.trunk
+        t = tr.norm_pre(tr.patch_drop(tr._pos_embed(tr.patch_embed(x))))
+        for b in tr.blocks[:-1]:
+            t = b(t)
+        return t
     if hasattr(visual, "transformer"):
         t = visual._embeds(x)
         for r in visual.transformer.resblocks[:-1]:
@@ -103,7 +125,9 @@ class Upper(torch.nn.Module):
     def __init__(self, visual):
         super().__init__()
         self.v = copy.deepcopy(visual)
-        if hasattr(self.v, "transformer"):
+        if hasattr(self.v, "trunk"):
+            keep = {"trunk.blocks." + str(len(self.v.trunk.blocks) - 1), "trunk.norm", "trunk.fc_norm", "head"}
+        elif hasattr(self.v, "transformer"):
             keep = {"transformer.resblocks." + str(len(self.v.transformer.resblocks) - 1), "ln_post", "proj"}
         else:
             keep = {"layer4", "attnpool"}
@@ -112,6 +136,8 @@ class Upper(torch.nn.Module):
 
     def forward(self, a):
         v = self.v
+        if hasattr(v, "trunk"):
+            return v.head(v.trunk.forward_head(v.trunk.norm(v.trunk.blocks[-1](a))))
         if hasattr(v, "transformer"):
             t = v.transformer.resblocks[-1](a)
             pooled, _ = v._pool(t)
@@ -136,6 +162,10 @@ def shifted(x, g):
 
 
 def spec_of(arch: str) -> OpenClipWorldSpec:
+    if arch == "vit-stem":  # the package's config folder unless STEM_PATCH / STEM_CFG change it
+        timm_model = "hybrid-vit-32" if (STEM_PATCH, STEM_CFG) == (2, {}) else stem_dir()
+        return OpenClipWorldSpec(f"scratch-{arch}", mean=WORLD_MEAN, std=WORLD_STD, seed=500 + SEED,
+                                 timm_model=timm_model, **ARCHS[arch])
     return OpenClipWorldSpec(f"scratch-{arch}", mean=WORLD_MEAN, std=WORLD_STD, seed=500 + SEED, **ARCHS[arch])
 
 

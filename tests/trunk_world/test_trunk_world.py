@@ -44,9 +44,10 @@ def test_the_tower_above_the_cached_activations_is_the_tower(name):
     assert set(above) < set(model.state_dict()) and below_digest(model.visual) is not None  # the frozen part is cacheable
     if name == "scratch-resnet":
         assert all(k.startswith(("visual.layer4.", "visual.attnpool.")) for k in above)
-    if name == "scratch-vit":  # the last block, ln_post and the projection (a Parameter of the tower itself)
-        last = f"visual.transformer.resblocks.{spec.layers - 1}."
-        assert {k for k in above if not k.startswith(last)} == {"visual.ln_post.weight", "visual.ln_post.bias", "visual.proj"}
+    if name == "scratch-vit":  # the last block, the final norm and open_clip's projection; the stem stays below
+        last = f"visual.trunk.blocks.{len(model.visual.trunk.blocks) - 1}."
+        assert {k for k in above if not k.startswith(last)} == {"visual.trunk.norm.weight", "visual.trunk.norm.bias",
+                                                                 "visual.head.proj.weight"}
     texts = ["a photo.", "a drawing of a star."]
     tokenizer = HFTokenizer(spec.model_cfg()["text_cfg"]["hf_tokenizer_name"], context_length=spec.context_length)
     with torch.no_grad():
@@ -255,13 +256,14 @@ def test_the_vit_student_learns_above_its_last_block_and_lora_adapts_its_attenti
     assert base.family == "VisionTransformer" and base.embed_dim == spec.embed_dim
     b = base.model.state_dict()
     full = load_world_model("trunk/scratch-vit/shapes", root=tiny_trunk_world).model.state_dict()
-    last = f"visual.transformer.resblocks.{spec.layers - 1}."
+    assert type(base.model.visual.trunk.patch_embed.backbone.conv).__name__ == "StdConv2dSame"  # the stem
+    last = f"visual.trunk.blocks.{len(base.model.visual.trunk.blocks) - 1}."
     changed = {k for k in b if not torch.equal(b[k], full[k])}
-    assert "visual.proj" in changed and any(k.startswith(last + "mlp.") for k in changed)
-    assert all(k.startswith((last, "visual.ln_post.", "visual.proj")) for k in changed)
+    assert "visual.head.proj.weight" in changed and any(k.startswith(last + "mlp.") for k in changed)
+    assert all(k.startswith((last, "visual.trunk.norm.", "visual.head.proj")) for k in changed)
     lora = load_world_model("trunk/scratch-vit/shapes/lora", root=tiny_trunk_world).model.state_dict()
     moved = {k for k in b if not torch.equal(b[k], lora[k])}
-    assert moved and moved <= {last + "attn.in_proj_weight", last + "attn.out_proj.weight"}
+    assert moved and moved <= {last + "attn.qkv.weight", last + "attn.proj.weight"}
     assert built_students(tiny_trunk_world, ["scratch-vit"]) == ("full", "lora")
     vit_source = tiny_trunk_world / "sources" / "scratch-vit" / "shapes.full.safetensors"
     written = vit_source.stat().st_mtime_ns
@@ -533,7 +535,7 @@ def test_att_ft_and_lora_att_on_the_frozen_vit_student_adapt_only_the_attention_
 
     setup = trunk_ta_setup(tiny_trunk_world, models=["scratch-vit"])
     model, train = setup.models["scratch-vit"], setup.tasks["shapes"].train
-    last = f"visual.transformer.resblocks.{recipe.STUDENTS['scratch-vit'].layers - 1}.attn."
+    last = f"visual.trunk.blocks.{len(model.module.visual.trunk.blocks) - 1}.attn."  # its qkv and proj
     before = {k: v.clone() for k, v in model.module.state_dict().items()}
     for config in (FinetuneConfig(mode="attention", steps=3, batch_size=8, lr=1e-2),  # ATT-FT
                    FinetuneConfig(mode="lora", lora_targets="attention", steps=3, batch_size=8, lr=1e-2)):  # LoRA-ATT

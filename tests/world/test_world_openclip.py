@@ -36,6 +36,10 @@ FORMS = {  # spec -> (edit site class, words of the site rule's family, LoRA tar
                          "LinearSite", "`classifier` is the embedding", ["conv_head", "conv_pw", "conv_pwl"]),
     "vit": (OpenClipWorldSpec("vit", tower="vit", width=64, layers=2, patch_size=4, mean=(0.5,) * 3, std=(0.5,) * 3),
             "ProjectionParameter", "open_clip VisionTransformer", ["attn"]),
+    # timm's hybrid ViT (a convolutional stem) at 32 px from the config folder platonic ships (timm's local-dir form)
+    "hybrid-vit": (OpenClipWorldSpec("hvit", tower="timm", timm_model="hybrid-vit-32", image_size=32, mean=(0.5,) * 3,
+                                     std=(0.5,) * 3),
+                   "LinearSite", "timm tower with linear projection head", ["qkv"]),
     "resnet": (OpenClipWorldSpec("rn", tower="resnet", layers=(1, 1, 1, 1), width=16, head_width=16, embed_dim=128),
                "LinearSite", "ModifiedResNet", ["conv1", "conv2", "conv3"]),
 }

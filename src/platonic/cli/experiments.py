@@ -171,7 +171,7 @@ def demo(
                               "on first use) or toy (synthetic, seconds)."),
     output: Path = typer.Option(Path("runs/demo"), "-o", "--output", help="Run directory to write."),
     students: bool = typer.Option(False, "--students", help="trunk-world: also its three towers trained from "
-                                  "scratch (a ResNet pair and a ViT; built on first use, up to about 22 minutes on 2 "
+                                  "scratch (a ResNet pair and a ViT; built on first use, up to about 26 minutes on 2 "
                                   "cores), so retention is printed per (source family, target family) across families."),
     world: Path | None = typer.Option(None, "--world", help="a built world directory to run on (default: the cached "
                                       "world of $PLATONIC_WORLD_PROFILE, built if needed)."),

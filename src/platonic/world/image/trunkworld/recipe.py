@@ -25,7 +25,7 @@ from ....errors import InvalidInputError
 from ....paths import cache_root
 from .. import data as world_data
 from ..data import DataSizes
-from ..openclip_models import OpenClipWorldSpec
+from ..openclip_models import OpenClipWorldSpec, local_timm_config
 
 TRUNK_WORLD_VERSION = 1
 # Bump with any change of code that alters what a build makes (rendering, activations, pre-training, sources).
@@ -128,18 +128,24 @@ PROFILES = {
 
 STUDENT_VERSION = "students-1"  # bump with any change of code that alters what a student build makes
 # open_clip's ModifiedResNet, 32 px canonical images (no resize), layer4 + attention pool above the cut; two of the
-# same architecture from different seeds, the same-architecture pair of weight_space's transports. open_clip's
-# VisionTransformer (patch 8 on 32 px: 16 tokens and a class token), its last block and head above the cut: the
-# attention tower of the OrthoReg benchmark's ATT-FT / LoRA-ATT (docs/lab/2026-12-05-trunk-world-students.md)
+# same architecture from different seeds, the same-architecture pair of weight_space's transports. A ViT with a
+# convolutional stem (timm's hybrid ViT through open_clip's timm tower, `openclip_models.TIMM_TOWERS`/hybrid-vit-32:
+# a 7x7 convolution stride 2 and a max pool stride 2, then 2 x 2 patches of the 8 x 8 map, 16 tokens and a class
+# token, width 64, 4 blocks; average pool, linear projection), its last block, final norm and head above the cut:
+# the attention tower of the OrthoReg benchmark's ATT-FT / LoRA-ATT. It replaced open_clip's VisionTransformer
+# (patch 8 on the pixels), whose linear probe stayed under 39 at every setting screened, so that zero-shot >= 25
+# and a +12 gain did not fit together (docs/lab/2026-12-07-vit-conv-stem.md)
 _WORLD_INPUT = dict(image_size=32, mean=(0.5,) * 3, std=(0.25,) * 3, text_proj="linear", loss="clip")
 _RESNET = dict(tower="resnet", width=32, layers=(1, 1, 1, 1), head_width=32, embed_dim=144, **_WORLD_INPUT)
-_VIT = dict(tower="vit", width=64, layers=4, patch_size=8, head_width=16, embed_dim=128, **_WORLD_INPUT)
+_VIT = dict(tower="timm", timm_model="hybrid-vit-32", timm_pool="avg", timm_proj="linear", embed_dim=128,
+            **_WORLD_INPUT)
 STUDENTS: dict[str, OpenClipWorldSpec] = {spec.name: spec for spec in (
     OpenClipWorldSpec("scratch-resnet", seed=500, **_RESNET),
     OpenClipWorldSpec("scratch-resnet-b", seed=501, **_RESNET),
     OpenClipWorldSpec("scratch-vit", seed=510, **_VIT),
 )}
 STUDENT_NAMES = tuple(STUDENTS)
+STUDENT_FAMILIES = {"scratch-resnet": "resnet", "scratch-resnet-b": "resnet", "scratch-vit": "vit"}
 
 
 @dataclass(frozen=True)
@@ -171,16 +177,17 @@ class StudentRecipe:
 @dataclass(frozen=True)
 class StudentProfile:
     pretrain: StudentRecipe
-    sources: dict  # tower family ("resnet", "vit") -> kind -> SourceRecipe
+    sources: dict  # tower family ("resnet", "vit": `STUDENT_FAMILIES`) -> kind -> SourceRecipe
 
     def sources_of(self, name: str) -> dict:
         """kind -> SourceRecipe of student `name`."""
-        return self.sources[STUDENTS[name].tower]
+        return self.sources[STUDENT_FAMILIES[name]]
 
 
 # ResNet sources at lr 1.5e-4: on the built students' subsample, locality 0.31 / 0.20 and recovery 0.72 / 0.76 (at
-# 2.5e-4, built: 0.37 / 0.25 and 0.68 / 0.75; research/student_source_lr.py; lr 1e-3: recovery 0.52). The ViT's
-# last block at lr 1e-3: recovery 0.65-0.80, locality 0.30-0.38 on three seeds (research/trunk_student_screen.py)
+# 2.5e-4, built: 0.37 / 0.25 and 0.68 / 0.75; research/student_source_lr.py; lr 1e-3: recovery 0.52). The hybrid
+# ViT's last block at lr 1e-3: recovery 0.73 / 0.75, locality 0.30 / 0.43 on two seeds of the screen (lr 2.5e-4:
+# 0.18 / 0.36 at a +12.5 / +12.9 gain), built 0.75 / 0.21 (docs/lab/2026-12-07-vit-conv-stem.md)
 _TINY_SOURCES = {"full": SourceRecipe(steps=3, batch=8, replay_per_task=4, replay_batch=8),
                  "lora": SourceRecipe(steps=3, batch=8, lr=1e-2, replay_per_task=4, replay_batch=8)}
 STUDENT_PROFILES = {
@@ -195,10 +202,15 @@ def _digest(record: dict) -> str:
 
 
 def student_pretrain_hash(profile: str, seed: int, name: str) -> str:
-    """Student `name`'s pre-training recipe (the students' version, its spec, the pre-training) on top of the trunk
-    world's recipe: what its pre-trained model and activations depend on."""
-    return _digest({"trunk": recipe_hash(check_profile(profile), seed), "version": STUDENT_VERSION,
-                    "student": asdict(STUDENTS[name]), "pretrain": asdict(STUDENT_PROFILES[profile].pretrain)})
+    """Student `name`'s pre-training recipe (the students' version, its spec and the timm config it names, the
+    pre-training) on top of the trunk world's recipe: what its pre-trained model and activations depend on."""
+    spec = STUDENTS[name]
+    record = {"trunk": recipe_hash(check_profile(profile), seed), "version": STUDENT_VERSION,
+              "student": asdict(spec), "pretrain": asdict(STUDENT_PROFILES[profile].pretrain)}
+    timm_config = local_timm_config(spec.timm_model) if spec.tower == "timm" else None
+    if timm_config is not None:
+        record["timm_config"] = timm_config
+    return _digest(record)
 
 
 def student_hash(profile: str, seed: int, name: str) -> str:

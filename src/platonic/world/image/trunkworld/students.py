@@ -1,9 +1,9 @@
 """Towers trained from scratch in the trunk world ("students"), built on request beside its trunk models.
 
-A student (`recipe.STUDENTS`: two of open_clip's ModifiedResNet, one of its VisionTransformer) is a real open_clip
-model on the frozen MiniLM, drawn from random weights and pre-trained on every train image of the world's sets
-(`pretrain_student`, the loss of `recipe.StudentRecipe`: the world's CLIP loss and overlap terms plus a
-distillation term towards a trunk model's image embedding). Its sources are the trunk world's
+A student (`recipe.STUDENTS`: two of open_clip's ModifiedResNet, one of timm's hybrid ViTs under open_clip's timm
+tower) is a real open_clip model on the frozen MiniLM, drawn from random weights and pre-trained on every train
+image of the world's sets (`pretrain_student`, the loss of `recipe.StudentRecipe`: the world's CLIP loss and
+overlap terms plus a distillation term towards a trunk model's image embedding). Its sources are the trunk world's
 (`sources.train_source` on activations below its cut, per tower family `tower.cut_of`: layer4 + attention pool, or
 LoRA on layer4's convolutions; the ViT's last block and head, or LoRA on its attention).
 

@@ -9,7 +9,10 @@ run only what is above them (`Above`). Three tower families have a cut (`cut_of`
   attention pool;
 - open_clip's VisionTransformer (a tower trained from scratch; class-token pooling, batch-first tokens): below = the
   patch and position embeddings, ln_pre and every residual block but the last; above = the last block, then ln_post
-  on the class token and the projection.
+  on the class token and the projection;
+- open_clip's timm tower on a timm VisionTransformer (the hybrid ViT of `timm_towers/`: a convolutional stem under
+  the patch embedding): below = the patch embedding (stem included), class token and positions, norm_pre and every
+  block but the last; above = the last block, the final norm and timm's pooling, open_clip's head.
 
 For every input x (B, 3, S, S), normalised as the model's preprocessing does (`model_input`):
 
@@ -101,6 +104,52 @@ class VitHead(nn.Module):
         return self.ln_post(tokens)[:, 0] @ self.proj
 
 
+class TimmVitEmbeds(nn.Module):
+    """A timm VisionTransformer's token embedding, its own modules and parameters shared: (B, 3, S, S) -> (B, L, w)
+    tokens (timm's `forward_features` up to the blocks: patch_embed, `_pos_embed`, patch_drop, norm_pre)."""
+
+    def __init__(self, trunk):
+        super().__init__()
+        self.patch_embed, self.pos_drop, self.patch_drop, self.norm_pre = (trunk.patch_embed, trunk.pos_drop,
+                                                                          trunk.patch_drop, trunk.norm_pre)
+        for name in ("cls_token", "reg_token", "pos_embed"):
+            self.register_parameter(name, getattr(trunk, name))
+        self.dynamic_img_size, self.no_embed_class = trunk.dynamic_img_size, trunk.no_embed_class
+        self.num_prefix_tokens = trunk.num_prefix_tokens
+        self._trunk_class = type(trunk)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._trunk_class._pos_embed(self, self.patch_embed(x))  # timm's own code, on exactly these modules
+        return self.norm_pre(self.patch_drop(x))
+
+
+class TimmVitPool(nn.Module):
+    """A timm VisionTransformer above its blocks, its own modules shared: (B, L, w) tokens -> (B, w) pre-logits
+    (norm, timm's `pool`: average or class token as `global_pool` says, fc_norm, head_drop)."""
+
+    def __init__(self, trunk):
+        super().__init__()
+        self.norm, self.fc_norm, self.head_drop = trunk.norm, trunk.fc_norm, trunk.head_drop
+        self.attn_pool = None  # `_timm_vit` refuses trunks with an attention pool
+        self.global_pool, self.num_prefix_tokens = trunk.global_pool, trunk.num_prefix_tokens
+        self.pool_include_prefix = trunk.pool_include_prefix
+        self._trunk_class = type(trunk)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self._trunk_class.pool(self, self.norm(tokens))  # timm's own code, on exactly these modules
+        return self.head_drop(self.fc_norm(x))
+
+
+def _timm_vit_below(visual) -> list[nn.Module]:
+    return [TimmVitEmbeds(visual.trunk), *visual.trunk.blocks[:-1]]
+
+
+def _timm_vit_above(visual) -> list[tuple[str, nn.Module, str]]:
+    last = len(visual.trunk.blocks) - 1
+    return [("stage", visual.trunk.blocks[last], f"visual.trunk.blocks.{last}"),
+            ("pool", TimmVitPool(visual.trunk), "visual.trunk"), ("head", visual.head, "visual.head")]
+
+
 def _vit_below(visual) -> list[nn.Module]:
     return [VitEmbeds(visual), *visual.transformer.resblocks[:-1]]
 
@@ -118,7 +167,9 @@ EFFICIENTNET = TowerCut("efficientnet", _efficientnet_below, _efficientnet_above
 RESNET = TowerCut("modified-resnet", _resnet_below, _resnet_above, ("conv1", "conv2", "conv3"),
                   "layer4 + attention pool")
 VIT = TowerCut("vit", _vit_below, _vit_above, ("attn",), "last residual block + ln_post + projection")
-CUT_MODULES = (VitEmbeds, VitHead)  # the cuts' own modules: they run the tower's parameters as open_clip does
+TIMM_VIT = TowerCut("timm-vit", _timm_vit_below, _timm_vit_above, ("attn.qkv", "attn.proj"),
+                    "last block + final norm + projection")
+CUT_MODULES = (VitEmbeds, VitHead, TimmVitEmbeds, TimmVitPool)  # the cuts' own modules: they run the tower's parameters as open_clip does
 
 
 def _plain_vit(visual) -> bool:
@@ -127,17 +178,27 @@ def _plain_vit(visual) -> bool:
             and getattr(visual.transformer, "batch_first", False))
 
 
+def _timm_vit(visual) -> bool:
+    trunk = getattr(visual, "trunk", None)
+    return (type(trunk).__name__ == "VisionTransformer" and getattr(trunk, "attn_pool", None) is None
+            and isinstance(getattr(visual, "head", None), nn.Sequential))
+
+
 def cut_of(visual: nn.Module) -> TowerCut:
-    """The cut of an open_clip image tower: EfficientNet trunks (timm), ModifiedResNet and a plain VisionTransformer
-    (class-token pooling, a projection, no attention pool); others are refused."""
+    """The cut of an open_clip image tower: EfficientNet trunks (timm), timm VisionTransformers without an attention
+    pool, ModifiedResNet and a plain VisionTransformer (class-token pooling, a projection, no attention pool); others
+    are refused."""
     if hasattr(visual, "trunk") and hasattr(visual.trunk, "blocks") and hasattr(visual.trunk, "conv_head"):
         return EFFICIENTNET
+    if _timm_vit(visual):
+        return TIMM_VIT
     if all(hasattr(visual, a) for a in ("stem", "layer3", "layer4", "attnpool")):
         return RESNET
     if all(hasattr(visual, a) for a in ("_embeds", "transformer", "ln_post", "proj")) and _plain_vit(visual):
         return VIT
     raise InvalidInputError(f"no cut is defined for the image tower {type(visual).__name__}; the trunk world cuts "
-                            "timm EfficientNet trunks, open_clip's ModifiedResNet and its VisionTransformer with "
+                            "timm EfficientNet trunks, timm VisionTransformers without an attention pool, "
+                            "open_clip's ModifiedResNet and its VisionTransformer with "
                             "class-token pooling, a projection and no attention pool")
 
 
