@@ -46,8 +46,8 @@ TOWERS = ("timm", "vit", "resnet")
 TIMM_POOLS = ("avg", "abs_attn", "rot_attn")
 TIMM_PROJS = ("linear", "mlp", "", "none")
 LOSSES = ("clip", "siglip")
-RECORD_KEY = "world_openclip"
-TIMM_TOWERS = Path(__file__).with_name("timm_towers")  # timm configs shipped with platonic (timm's local-dir format)  # the provenance key that marks a directory `write_openclip_dir` wrote
+RECORD_KEY = "world_openclip"  # the provenance key that marks a directory `write_openclip_dir` wrote
+TIMM_TOWERS = Path(__file__).with_name("timm_towers")  # timm configs shipped with platonic (timm's local-dir format)
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ class OpenClipWorldSpec:
 
     def vision_cfg(self) -> dict:
         if self.tower == "timm":
-            return {"timm_model_name": timm_model_ref(self.timm_model), "timm_model_pretrained": False, "timm_pool": self.timm_pool,
-                    "timm_proj": self.timm_proj, "image_size": self.image_size}
+            return {"timm_model_name": timm_model_ref(self.timm_model), "timm_model_pretrained": False,
+                    "timm_pool": self.timm_pool, "timm_proj": self.timm_proj, "image_size": self.image_size}
         cfg = {"image_size": self.image_size, "width": self.width, "head_width": self.head_width,
                "layers": list(self.layers) if self.tower == "resnet" else self.layers}
         return cfg if self.tower == "resnet" else {**cfg, "patch_size": self.patch_size}

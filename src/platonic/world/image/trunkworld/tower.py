@@ -169,7 +169,8 @@ RESNET = TowerCut("modified-resnet", _resnet_below, _resnet_above, ("conv1", "co
 VIT = TowerCut("vit", _vit_below, _vit_above, ("attn",), "last residual block + ln_post + projection")
 TIMM_VIT = TowerCut("timm-vit", _timm_vit_below, _timm_vit_above, ("attn.qkv", "attn.proj"),
                     "last block + final norm + projection")
-CUT_MODULES = (VitEmbeds, VitHead, TimmVitEmbeds, TimmVitPool)  # the cuts' own modules: they run the tower's parameters as open_clip does
+# the cuts' own modules: they run the tower's parameters as open_clip (or timm) does
+CUT_MODULES = (VitEmbeds, VitHead, TimmVitEmbeds, TimmVitPool)
 
 
 def _plain_vit(visual) -> bool:
