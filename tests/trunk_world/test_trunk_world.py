@@ -54,6 +54,16 @@ def test_the_tower_above_the_cached_activations_is_the_tower(name):
         assert torch.equal(model.text.proj(caption_features(model, texts, tokenizer)), model.encode_text(tokenizer(texts)))
 
 
+def test_a_timm_vit_with_its_own_classifier_has_no_cut():
+    """The timm ViT cut stops at the trunk's pre-logits, so a trunk whose classifier is the embedding is refused,
+    not cut without it."""
+    from platonic.world.image.trunkworld.tower import cut_of
+
+    spec = dataclasses.replace(recipe.STUDENTS["scratch-vit"], name="vit-classifier", timm_proj="")
+    with pytest.raises(InvalidInputError, match="no cut is defined"):
+        cut_of(build_openclip_model(spec).visual)
+
+
 @pytest.mark.parametrize("name", ["lite2-linear", "scratch-resnet"])
 def test_the_builds_activations_are_the_part_below_the_cut_and_leave_the_tower_as_it_was(name):
     from platonic.world.image.trunkworld.tower import activations, cut_of

@@ -181,7 +181,9 @@ def _plain_vit(visual) -> bool:
 
 def _timm_vit(visual) -> bool:
     trunk = getattr(visual, "trunk", None)
+    # no attention pool, and no classifier of the trunk's own (`TimmVitPool` stops at the pre-logits)
     return (type(trunk).__name__ == "VisionTransformer" and getattr(trunk, "attn_pool", None) is None
+            and isinstance(getattr(trunk, "head", None), nn.Identity)
             and isinstance(getattr(visual, "head", None), nn.Sequential))
 
 
