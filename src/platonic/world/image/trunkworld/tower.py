@@ -1,7 +1,7 @@
 """A trunk world model's image tower cut in two: a frozen part below the cut and the part above it that trains.
 
 The build runs the part below the cut once (`below`) and caches its activations; pre-training and the sources then
-run only what is above them (`Above`). Three tower families have a cut (`cut_of`):
+run only what is above them (`Above`). Four tower families have a cut (`cut_of`):
 
 - open_clip's timm tower on an EfficientNet trunk (`visual.trunk`): below = stem and every stage but the last;
   above = the last stage, the 1x1 head convolution and its batch norm, the trunk's pooling, open_clip's head;
@@ -200,7 +200,8 @@ def cut_of(visual: nn.Module) -> TowerCut:
     if all(hasattr(visual, a) for a in ("_embeds", "transformer", "ln_post", "proj")) and _plain_vit(visual):
         return VIT
     raise InvalidInputError(f"no cut is defined for the image tower {type(visual).__name__}; the trunk world cuts "
-                            "timm EfficientNet trunks, timm VisionTransformers without an attention pool, "
+                            "timm EfficientNet trunks, timm VisionTransformers without an attention pool or a "
+                            "classifier of their own, "
                             "open_clip's ModifiedResNet and its VisionTransformer with "
                             "class-token pooling, a projection and no attention pool")
 
