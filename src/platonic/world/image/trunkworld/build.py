@@ -34,7 +34,7 @@ from ....storage import write_tensors
 from ...common.jobs import build_workers, model_seed, set_determinism, worker_pool, write_build_record
 from ...common.weights import META_KEY, load_weights, save_weights
 from .. import data as world_data
-from ..openclip_models import build_openclip_model, write_openclip_dir
+from ..openclip_models import build_openclip_model, relocate_openclip_dir, write_openclip_dir
 from .pretrain import CaptionDraw, caption_features, pretrain_heads
 from ...common.kinds import KINDS, built_kinds, check_kinds
 from .recipe import (CONTROL_NAMES, MODEL_NAMES, MODELS, STUDENT_PROFILES, STUDENTS, TASK_VARIANTS, TRUNK_WORLD_VERSION,
@@ -261,11 +261,21 @@ def ensure_trunk_world(profile: str | None = None, seed: int = 0, root: Path | N
     path = trunk_world_dir(profile, seed, root)
     if not set(kinds) <= set(built_kinds(path)):
         build_trunk_world(profile, seed=seed, root=root, progress=progress, kinds=kinds)
-    return path
+    return relocate_models(path)
 
 
 def require_built(path: Path) -> Path:
     if not built_kinds(path):
         raise InvalidInputError(f"{path} is not a built trunk world (no COMPLETE marker); build it with "
                                 "`platonic world trunk-build`")
-    return Path(path)
+    return relocate_models(Path(path))
+
+
+def relocate_models(path: Path) -> Path:
+    """The built world `path`, its models' open_clip configs re-pointed at this installation's MiniLM and timm config
+    folders where the folders they name are gone (`relocate_openclip_dir`: a world cached by another virtual
+    environment or checkout)."""
+    models = path / "models"
+    for directory in sorted(models.iterdir()) if models.is_dir() else ():
+        relocate_openclip_dir(directory)
+    return path
