@@ -168,6 +168,28 @@ def test_a_directory_whose_named_folders_are_gone_is_re_pointed_at_this_installa
     assert not relocate_openclip_dir(tmp_path)  # not a world model directory: left alone
 
 
+def test_the_fingerprint_does_not_depend_on_where_the_folders_its_config_names_sit(tmp_path):
+    """A bank solved on a world model keeps applying after a reinstall: the architecture id hashes what the MiniLM
+    and timm config folders hold, not their paths (it named the virtual environment's path before)."""
+    import shutil
+
+    from platonic.models import load_model
+
+    spec = FORMS["hybrid-vit"][0]
+    directory = write_openclip_dir(build_openclip_model(spec), spec, tmp_path / "model")
+    config = json.loads((directory / "open_clip_config.json").read_text())
+    text, vision = config["model_cfg"]["text_cfg"], config["model_cfg"]["vision_cfg"]
+    (tmp_path / "other-venv").mkdir()
+    shutil.copy(f"{text['hf_model_name']}/config.json", tmp_path / "other-venv")
+    shutil.copytree(vision["timm_model_name"].removeprefix("local-dir:"), tmp_path / "other-checkout")
+    text.update(hf_model_name=str(tmp_path / "other-venv"), hf_tokenizer_name=str(tmp_path / "other-venv"))
+    vision["timm_model_name"] = f"local-dir:{tmp_path / 'other-checkout'}"
+    moved = shutil.copytree(directory, tmp_path / "moved")
+    (moved / "open_clip_config.json").write_text(json.dumps(config))
+    here, there = (quiet_open_clip(lambda d=d: load_model(f"open_clip:local-dir:{d}")) for d in (directory, moved))
+    assert here.fingerprint == there.fingerprint
+
+
 @pytest.mark.parametrize("bad, words", [
     (dict(tower="resnet", layers=2), "4 block counts"),
     (dict(tower="vit", image_size=62, patch_size=4), "multiple of patch_size"),

