@@ -40,8 +40,6 @@ from .open_clip_specs import check_spec, parse_spec
 from .sites import OPEN_CLIP_RULES, SiteRule, discover_site
 
 
-
-
 # open_clip config entries that may name a local folder: the HF text tower's model and tokenizer (a path where the
 # hub id would be), a timm tower's config folder ("local-dir:DIR")
 FOLDER_ENTRIES = (("text_cfg", "hf_model_name"), ("text_cfg", "hf_tokenizer_name"), ("vision_cfg", "timm_model_name"))
@@ -66,6 +64,7 @@ def placeless_config(model_cfg: dict) -> dict:
             digest = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
             cfg[tower][key] = {"local folder, config.json sha256": digest}
     return cfg
+
 
 class OpenClipEncoder(DualEncoder):
     """An open_clip CLIP / CustomTextCLIP / CoCa model behind the DualEncoder interface."""

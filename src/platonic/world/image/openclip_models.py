@@ -292,7 +292,7 @@ def relocate_openclip_dir(directory) -> bool:
     def unplaced(config: dict) -> dict:
         config = json.loads(json.dumps(config))
         for tower, key in FOLDER_ENTRIES:
-            config["model_cfg"].get(tower, {}).pop(key, None)
+            config.get("model_cfg", {}).get(tower, {}).pop(key, None)
         return config
 
     if unplaced(stored) != unplaced(current):
