@@ -1,4 +1,6 @@
 import os
+import shutil
+import tempfile
 
 # Tests never touch the network: transformers / huggingface_hub must fail fast instead of downloading.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -11,6 +13,23 @@ from helpers import WORLD_FOLDERS, world_folder
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one thread each, not four on two
     torch.set_num_threads(1)
+
+
+def pytest_configure(config):
+    """The suite's own cache folder (PLATONIC_CACHE, one per process: each xdist worker makes its own), removed at
+    the end: no test reads the user's ~/.cache/platonic, where an entry of an earlier run or version could stand in
+    for what the test computes, nor fills it. A test that needs another folder sets PLATONIC_CACHE itself."""
+    config.suite_cache = tempfile.mkdtemp(prefix="platonic-suite-cache-")
+    config.user_cache = os.environ.get("PLATONIC_CACHE")
+    os.environ["PLATONIC_CACHE"] = config.suite_cache
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(config.suite_cache, ignore_errors=True)
+    if config.user_cache is None:
+        os.environ.pop("PLATONIC_CACHE", None)
+    else:
+        os.environ["PLATONIC_CACHE"] = config.user_cache
 
 
 @pytest.fixture

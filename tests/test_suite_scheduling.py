@@ -38,3 +38,9 @@ def test_every_session_fixture_and_its_users_live_in_one_world_folder():
                 for arg in node.args.args:
                     if arg.arg in owner:
                         assert rel.startswith(owner[arg.arg]), f"{rel}::{node.name} asks for {arg.arg}: move it under {owner[arg.arg]}"
+
+
+def test_the_suite_keeps_its_caches_out_of_the_users_cache_folder():
+    from platonic.paths import cache_root
+
+    assert cache_root().name.startswith("platonic-suite-cache-") and not cache_root().is_relative_to(Path.home())
