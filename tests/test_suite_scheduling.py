@@ -40,7 +40,12 @@ def test_every_session_fixture_and_its_users_live_in_one_world_folder():
                         assert rel.startswith(owner[arg.arg]), f"{rel}::{node.name} asks for {arg.arg}: move it under {owner[arg.arg]}"
 
 
-def test_the_suite_keeps_its_caches_out_of_the_users_cache_folder():
+def test_the_suite_keeps_its_caches_out_of_the_users_cache_folder(request, tmp_path_factory):
     from platonic.paths import cache_root
 
-    assert cache_root().name.startswith("platonic-suite-cache-") and not cache_root().is_relative_to(Path.home())
+    suite_cache = Path(request.config.suite_cache)  # set by tests/conftest.py's pytest_configure
+    assert suite_cache.name.startswith("platonic-suite-cache-") and suite_cache.is_dir()
+    assert not cache_root().is_relative_to(Path.home())
+    # a world folder's session fixture points PLATONIC_CACHE at its own temporary folder until the session ends, and
+    # xdist may have run it on this worker before this test
+    assert cache_root() == suite_cache or cache_root().is_relative_to(tmp_path_factory.getbasetemp())
