@@ -45,6 +45,16 @@ from .sites import OPEN_CLIP_RULES, SiteRule, discover_site
 FOLDER_ENTRIES = (("text_cfg", "hf_model_name"), ("text_cfg", "hf_tokenizer_name"), ("vision_cfg", "timm_model_name"))
 
 
+def config_folder(key: str, value) -> Path | None:
+    """The local folder the `FOLDER_ENTRIES` entry `key` = `value` of an open_clip config may name, or None where the
+    value cannot name one (not a string; a timm entry without the "local-dir:" prefix is a timm model name). Whether
+    the folder exists, or the path is a hub id such as "sentence-transformers/all-MiniLM-L6-v2", is the caller's
+    to check."""
+    if not isinstance(value, str) or (key == "timm_model_name" and not value.startswith("local-dir:")):
+        return None
+    return Path(value.removeprefix("local-dir:")).expanduser()
+
+
 def placeless_config(model_cfg: dict) -> dict:
     """open_clip's `model_cfg` with every entry that names a local folder (`FOLDER_ENTRIES`) replaced by the sha256 of
     the folder's config.json (what open_clip's factory reads from it: the weights come from the checkpoint), so that
@@ -55,11 +65,8 @@ def placeless_config(model_cfg: dict) -> dict:
 
     cfg = copy.deepcopy(model_cfg)
     for tower, key in FOLDER_ENTRIES:
-        value = cfg.get(tower, {}).get(key)
-        if not isinstance(value, str) or (key == "timm_model_name" and not value.startswith("local-dir:")):
-            continue
-        folder = Path(value.removeprefix("local-dir:")).expanduser()
-        if folder.is_dir():
+        folder = config_folder(key, cfg.get(tower, {}).get(key))
+        if folder is not None and folder.is_dir():
             config = folder / "config.json"
             digest = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
             cfg[tower][key] = {"local folder, config.json sha256": digest}

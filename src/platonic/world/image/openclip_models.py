@@ -38,7 +38,7 @@ from torch import nn
 
 from ...errors import ArtifactError, InvalidInputError
 from ...layouts import OPEN_CLIP_CONFIG, OPEN_CLIP_WEIGHTS, PROVENANCE_FILE, read_json
-from ...models.open_clip_backend import FOLDER_ENTRIES
+from ...models.open_clip_backend import FOLDER_ENTRIES, config_folder
 from ...storage import atomic_directory, atomic_write, save_file
 from ..common.text import minilm_dir
 from . import trunks
@@ -255,17 +255,10 @@ def spec_from_record(record: dict) -> OpenClipWorldSpec:
     return OpenClipWorldSpec(**fields)
 
 
-def _named_folder(value) -> Path | None:
-    """The folder a config entry names by absolute path ("local-dir:" prefix or not), or None (a hub id, a timm
-    name)."""
-    if not isinstance(value, str):
-        return None
-    path = Path(value.removeprefix("local-dir:"))
-    return path if path.is_absolute() else None
-
-
-def _entries(model_cfg: dict) -> dict[tuple[str, str], object]:
-    return {(tower, key): model_cfg.get(tower, {}).get(key) for tower, key in FOLDER_ENTRIES}
+def _gone_folders(model_cfg: dict) -> list[Path]:
+    """The folders `model_cfg` names by absolute path (`FOLDER_ENTRIES`) that do not exist."""
+    named = (config_folder(key, model_cfg.get(tower, {}).get(key)) for tower, key in FOLDER_ENTRIES)
+    return [folder for folder in named if folder is not None and folder.is_absolute() and not folder.exists()]
 
 
 def relocate_openclip_dir(directory) -> bool:
@@ -283,8 +276,7 @@ def relocate_openclip_dir(directory) -> bool:
     stored = read_json(config_path) if is_world_openclip_dir(directory) else None
     if stored is None:
         return False
-    gone = [v for v in _entries(stored.get("model_cfg", {})).values()
-            if _named_folder(v) is not None and not _named_folder(v).exists()]
+    gone = _gone_folders(stored.get("model_cfg", {}))
     if not gone:
         return False
     current = spec_from_record(read_json(directory / PROVENANCE_FILE)).config()
@@ -299,8 +291,7 @@ def relocate_openclip_dir(directory) -> bool:
         raise ArtifactError(f"{directory} names {gone[0]}, which no longer exists, and its open_clip config differs "
                             "from its recorded spec's beyond that folder; rebuild the world (`platonic world "
                             "trunk-build --force`)")
-    missing = [v for v in _entries(current["model_cfg"]).values()
-               if _named_folder(v) is not None and not _named_folder(v).exists()]
+    missing = _gone_folders(current["model_cfg"])
     if missing:
         raise ArtifactError(f"{directory}: this installation has no {missing[0]} either; reinstall platonic "
                             "(`make setup`, or pip install platonic-ta with its dependencies)")
