@@ -500,13 +500,17 @@ def test_the_shared_text_features_give_each_models_text_embeddings_and_never_ser
         changed = lite2.encode_texts(texts)
         assert len(TEXT_FEATURES.items) == 2 and torch.equal(changed, open_clips(lite2)) and not torch.equal(changed, other)
         assert torch.equal(lite0.encode_texts(texts), first)  # lite0's MiniLM is its own, unchanged
-    attach_lora(lite0.model.text.transformer, ["query"], rank=2, alpha=4, spec=lite0.spec, seed=0)  # a wrapper: not cached
+    wrapper = attach_lora(lite0.model.text.transformer, ["query"], rank=2, alpha=4, spec=lite0.spec, seed=0)
     with torch.no_grad():
         for name, p in lite0.model.text.named_parameters():
             if "lora_B" in name:
                 p.fill_(0.01)
-        wrapped = lite0.encode_texts(texts)
+        wrapped = lite0.encode_texts(texts)  # a wrapper below the projection: not cached
         assert len(TEXT_FEATURES.items) == 2 and torch.equal(wrapped, open_clips(lite0)) and not torch.equal(wrapped, first)
+        lite0.model.text.transformer = wrapper.merge_and_unload()  # as platonic's LoRA sources merge: through .data,
+        merged = lite0.encode_texts(texts)  # which leaves the weights' version counters and storage as they were
+        assert torch.equal(merged, open_clips(lite0)) and not torch.equal(merged, first)
+        assert len(TEXT_FEATURES.items) == 3
 
 
 def test_the_trunk_worlds_report_checks_issue_33s_bars():

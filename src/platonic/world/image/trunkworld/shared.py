@@ -20,14 +20,14 @@ projection:
 
     encode_texts(t) = proj(pooled_text(text, tokens(t)))      with pooled_text cached
 
-equal to open_clip's `encode_text` bit for bit. That digest is taken again whenever one of those tensors was
-replaced or changed in place since the last call (`TextDigest`). Texts encoded under autocast are not cached.
+equal to open_clip's `encode_text` bit for bit. That digest is taken again whenever those modules or their tensors
+differ, by a single bit, from the ones it was last taken of (`text_digest`), however they were changed: peft's merge
+writes through `.data`, unseen by torch's version counters. Texts encoded under autocast are not cached.
 """
 
 from __future__ import annotations
 
 import hashlib
-import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -133,35 +133,49 @@ def pooled_text(text: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
         text.proj = proj
 
 
-class TextDigest:
-    """`modules_digest` of a text tower below its projection, taken again only when one of those tensors is another
-    object, has other storage, or was changed in place since (its version counter, which every in-place write
-    bumps); None when `text_below_projection` refuses the tower."""
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
-    def __init__(self):
-        self._stamp, self._digest = None, None
 
-    def __call__(self, text: nn.Module) -> str | None:
-        below = text_below_projection(text)
-        if below is None:
-            return None
-        tensors = [(f"{k}.{name}", t) for k, top in enumerate(below) for name, t in top.state_dict(keep_vars=True).items()]
-        stamp = [(name, weakref.ref(t), t.data_ptr(), t._version, tuple(t.shape), t.dtype) for name, t in tensors]
-        if not self._same(stamp, tensors):
-            self._stamp, self._digest = stamp, modules_digest(below, TEXT_PACKAGES)
-        return self._digest
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when `a` and `b` hold the same bytes (dtype, shape, device and every element's bits: 0.0 and -0.0
+    differ, a NaN equals itself), compared as integers of the element's size."""
+    if a.dtype != b.dtype or a.shape != b.shape or a.device != b.device:
+        return False
+    as_int = _SAME_SIZE_INT.get(a.element_size())
+    return as_int is not None and torch.equal(a.view(as_int), b.view(as_int))
 
-    def _same(self, stamp, tensors) -> bool:
-        old = self._stamp
-        return old is not None and len(old) == len(stamp) and all(
-            a[0] == b[0] and a[1]() is t and a[2:] == b[2:] for a, b, (_, t) in zip(old, stamp, tensors))
+
+# (digest, module structure, [(name, copied tensor)]) of the text tower `text_digest` hashed last, process-wide
+_TEXT_REFERENCE: tuple | None = None
+
+
+def text_digest(text: nn.Module) -> str | None:
+    """`modules_digest` of a text tower below its projection (None when `text_below_projection` refuses the tower),
+    taken again unless the modules there and their tensors equal, bit for bit, the ones the last digest was taken of.
+
+    Neither a tensor's identity nor its version counter would do: peft's merge (`merge_and_unload`, which platonic's
+    LoRA sources call) adds the update through `weight.data`, which bumps no version counter and keeps the storage.
+    The reference (the modules' names and classes, a copy of their tensors: MiniLM's 90 MB) is one per process,
+    shared by every encoder, since the world's models all read the same MiniLM; the byte compare costs a fraction
+    of the hash. A tower that differs from it is hashed and becomes the reference."""
+    global _TEXT_REFERENCE
+    below = text_below_projection(text)
+    if below is None:
+        return None
+    structure = [(k, name, type(m)) for k, top in enumerate(below) for name, m in top.named_modules()]
+    tensors = [(f"{k}.{name}", t) for k, top in enumerate(below) for name, t in top.state_dict().items()]
+    ref = _TEXT_REFERENCE
+    if ref is None or ref[1] != structure or len(ref[2]) != len(tensors) or not all(
+            a == n and same_bits(copy, t) for (a, copy), (n, t) in zip(ref[2], tensors)):
+        _TEXT_REFERENCE = ref = (modules_digest(below, TEXT_PACKAGES), structure,
+                                 [(n, t.detach().clone()) for n, t in tensors])
+    return ref[0]
 
 
 class SharedTrunkEncoder(OpenClipEncoder):
     """platonic's open_clip encoder of a trunk world model, with the activations below the cut shared (module doc)."""
 
     _below: str | None = None
-    _text_digest: TextDigest | None = None  # this encoder's (a deep copy re-takes it: its tensors are other objects)
 
     def encode_probes(self, probes, batch_size: int = 64, progress: bool = False):
         self._below = below_digest(self.model.visual)
@@ -175,9 +189,7 @@ class SharedTrunkEncoder(OpenClipEncoder):
         text = getattr(self.model, "text", None)
         if text is None or torch.is_autocast_enabled(self.device.type):
             return super().encode_texts(texts)
-        if self._text_digest is None:
-            self._text_digest = TextDigest()
-        digest = self._text_digest(text)
+        digest = text_digest(text)
         if digest is None:
             return super().encode_texts(texts)
         tokens = self.tokenizer(list(texts)).to(self.device)
