@@ -11,12 +11,14 @@ import torch
 
 open_clip = pytest.importorskip("open_clip")
 pytest.importorskip("timm")
+transformers = pytest.importorskip("transformers")
 
 from platonic.errors import ArtifactError, InvalidInputError  # noqa: E402
 from platonic.world.image.openclip_models import (  # noqa: E402
     OpenClipWorldSpec,
     quiet_open_clip,
     build_openclip_model,
+    open_world_openclip_dir,
     relocate_openclip_dir,
     spec_from_record,
     write_openclip_dir,
@@ -200,3 +202,27 @@ def test_the_fingerprint_does_not_depend_on_where_the_folders_its_config_names_s
 def test_spec_refuses_what_open_clip_cannot_build(bad, words):
     with pytest.raises(InvalidInputError, match=words):
         OpenClipWorldSpec("bad", **bad)
+
+
+@pytest.mark.parametrize("form", ["lite0-abs-attn-siglip", "hybrid-vit", "resnet"])
+def test_a_world_model_opened_without_the_random_draw_is_the_one_open_clip_loads(form, tmp_path):
+    """`open_world_openclip_dir` skips the initialisers the checkpoint's strict load overwrites: every parameter and
+    buffer (non-persistent ones too, which no checkpoint holds) and both towers' outputs equal open_clip's own load."""
+    spec = FORMS[form][0]
+    directory = write_openclip_dir(build_openclip_model(spec), spec, tmp_path / "model")
+    theirs, _, _ = load_local_dir(directory)
+    initialisers = torch.nn.init.normal_, torch.nn.init.kaiming_uniform_, transformers.PreTrainedModel.init_weights
+    mine = open_world_openclip_dir(directory)
+    assert (torch.nn.init.normal_, torch.nn.init.kaiming_uniform_,  # on again afterwards
+            transformers.PreTrainedModel.init_weights) == initialisers
+    for get in (lambda m: dict(m.named_parameters()), lambda m: dict(m.named_buffers())):
+        a, b = get(theirs), get(mine)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    tokenizer = open_clip.get_tokenizer(f"local-dir:{directory}")
+    images = torch.randn(2, 3, spec.image_size, spec.image_size)
+    for x, y in zip(embeddings(theirs.eval(), images, tokenizer=tokenizer),
+                    embeddings(mine.eval(), images, tokenizer=tokenizer)):
+        assert torch.equal(x, y)
+    (directory / "open_clip_model.safetensors").unlink()
+    with pytest.raises(ArtifactError, match="no open_clip_model.safetensors"):
+        open_world_openclip_dir(directory)

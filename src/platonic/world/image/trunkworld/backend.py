@@ -19,7 +19,7 @@ from ....errors import ArtifactError, InvalidInputError
 from ....models.open_clip_backend import export_record
 from ...common.weights import load_weights
 from ..data import TASK_NAMES
-from ..openclip_models import quiet_open_clip
+from ..openclip_models import open_world_openclip_dir
 from ..splits import CANONICAL_SIZE
 from .build import ensure_sources, ensure_trunk_world, require_built
 from ...common.kinds import KINDS
@@ -101,10 +101,8 @@ def ascended_trunk_model(encoder: SharedTrunkEncoder, root: Path, task: str, lab
 def _load_encoder(directory: Path, spec: str, device, dtype) -> SharedTrunkEncoder:
     """The open_clip directory as platonic's open_clip encoder (sharing the activations below the cut), named `spec`
     (the string that loads it again), fed the world's 32 px canonical images."""
-    import open_clip
-
     rest = f"local-dir:{directory}"
-    model = quiet_open_clip(lambda: open_clip.create_model(rest, device=device))
+    model = open_world_openclip_dir(directory, device=device)
     if dtype is not None:
         model = model.to(dtype)
     encoder = SharedTrunkEncoder(model, rest, spec)

@@ -32,7 +32,7 @@ from ...common.jobs import build_workers, set_determinism
 from ...common.weights import load_weights, save_weights
 from .. import data as world_data
 from ...common.kinds import KINDS, check_kinds
-from ..openclip_models import build_openclip_model, quiet_open_clip, write_openclip_dir
+from ..openclip_models import build_openclip_model, open_world_openclip_dir, write_openclip_dir
 from .build import SETS, model_spec, pretrain_then_sources, read_captions, read_data, require_built
 from .pretrain import CaptionDraw, contrastive_pretrain
 from .recipe import (STUDENT_NAMES, STUDENT_PROFILES, STUDENTS, StudentRecipe, student_hash, student_pretrain_hash,
@@ -66,10 +66,8 @@ def pretrain_student(model, spec, images: list[torch.Tensor], draw: CaptionDraw,
 def teacher_embeddings(path: Path, teacher: str) -> list[torch.Tensor]:
     """[(n_k, d_t)] unit image embeddings of the teacher trunk model's train items, set by set (from its cached
     activations, through the part above its cut)."""
-    import open_clip
-
     acts, _ = load_weights(path / "activations" / f"{teacher}.safetensors")
-    model = quiet_open_clip(lambda: open_clip.create_model(f"local-dir:{path / 'models' / teacher}")).eval()
+    model = open_world_openclip_dir(path / "models" / teacher).eval()
     above = Above(model.visual)
     with torch.no_grad():
         return [F.normalize(torch.cat([above(acts[s][i:i + 1024]) for i in range(0, len(acts[s]), 1024)]), dim=-1)
