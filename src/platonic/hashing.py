@@ -14,7 +14,7 @@ def update_with_tensor(h: "hashlib._Hash", t: torch.Tensor, name: str = "") -> N
     t = t.detach().cpu().contiguous()
     h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
     if t.numel():
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(t.reshape(-1).view(torch.uint8).numpy())  # the array's buffer itself: no copy of the bytes
 
 
 def tensor_digest(t: torch.Tensor) -> str:
