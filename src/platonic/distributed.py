@@ -151,6 +151,13 @@ def join(device="cpu") -> Group:
         return SOLO
     from accelerate import PartialState
 
+    # torch.distributed.nn's functions default to `group=group.WORLD`, evaluated when the module is imported.
+    # Imported after the group forms (a transformers model module imports it, through FSDP), they would hold
+    # the group for good: destroy_process_group could not free it, and its gloo threads lived on into the
+    # interpreter's shutdown, where a process now and then aborted ("terminate called without an active
+    # exception") after its work was done. Imported first, the defaults are None.
+    import torch.distributed.nn  # noqa: F401
+
     on_cpu = torch.device(device).type == "cpu"
     # a process may wait long for the others (the main process's report after the jobs): hours, not torch's minutes
     state = PartialState(cpu=on_cpu, timeout=timedelta(seconds=float(os.environ.get("PLATONIC_LAUNCH_TIMEOUT", 86400))))

@@ -49,14 +49,18 @@ def environment(**extra) -> dict:
     return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "PLATONIC_QUIET": "1", **extra}
 
 
+def launch_command(program: list[str], processes: int) -> list[str]:
+    """The command line of a CPU launch of `processes` copies of `program` (["-m", MODULE, ...] or [SCRIPT, ...])."""
+    return [str(ACCELERATE), "launch", "--multi_gpu", "--num_processes", str(processes), "--num_machines", "1",
+            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()), *program]
+
+
 def command(args, processes: int = 1) -> list[str]:
     """The command line of `platonic ARGS` alone (processes=1) or as a CPU launch of `processes`."""
     args = [str(a) for a in args]
     if processes == 1:
         return [sys.executable, "-m", "platonic.cli", *args]
-    return [str(ACCELERATE), "launch", "--multi_gpu", "--num_processes", str(processes), "--num_machines", "1",
-            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-            "-m", "platonic.cli", *args, "--device", "cpu"]
+    return launch_command(["-m", "platonic.cli", *args, "--device", "cpu"], processes)
 
 
 def run(args, processes: int = 1, cache=None, timeout: float = 600):

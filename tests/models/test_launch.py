@@ -15,10 +15,13 @@ what AdamW sees there is rounding noise, which it scales up to a full step whate
 """
 
 import json
+import subprocess
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
-from launching import run, save_tiny_pair
+from launching import environment, launch_command, run, save_tiny_pair
 from safetensors.torch import load_file
 from image_folders import write_image_folder
 from typer.testing import CliRunner
@@ -68,6 +71,35 @@ def test_a_two_process_measure_fills_the_cache_with_the_features_of_one_process(
         one, two = load_file(str(caches[1] / "embeddings" / name)), load_file(str(caches[2] / "embeddings" / name))
         assert all(torch.equal(one[k], two[k]) for k in one)
     assert torch.equal(Descriptor.load(tmp_path / "m1.utd").matrix, Descriptor.load(tmp_path / "m2.utd").matrix)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process's threads from /proc")
+def test_a_launched_process_ends_with_no_thread_of_its_process_group_left(tmp_path):
+    """A command joins the launch, then imports a transformers model module (which imports torch.distributed.nn,
+    through FSDP); at exit, once platonic has left the group, none of gloo's threads may be left for the
+    interpreter's shutdown (where a process now and then aborted after its work was done)."""
+    script = tmp_path / "ends.py"
+    script.write_text(textwrap.dedent("""
+        import atexit, os
+        from pathlib import Path
+
+        def threads():  # registered before the launch is joined, so it runs after platonic leaves the group
+            names = sorted(Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task"))
+            print(f"process {os.environ['RANK']} at exit: {names}", flush=True)
+
+        atexit.register(threads)
+        from platonic.distributed import join
+
+        group = join("cpu")
+        import transformers.models.clip.modeling_clip  # noqa: F401
+        assert group.any(True)
+    """))
+    done = subprocess.run(launch_command([str(script)], 2), env=environment(), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ends = sorted(line for line in done.stdout.splitlines() if " at exit: " in line)
+    assert len(ends) == 2, done.stdout
+    assert not any("gloo" in line for line in ends), ends
 
 
 def test_accelerates_cpu_flag_which_starts_one_process_is_refused_with_the_command_that_works(monkeypatch, tmp_path):
