@@ -83,8 +83,9 @@ def test_a_launched_process_ends_with_no_thread_of_its_process_group_left(tmp_pa
         import atexit, os
         from pathlib import Path
 
-        def threads(out=Path(__file__).with_name(f"threads-{os.environ['RANK']}.txt")):  # (the launcher's runpy
-            # takes __file__ away before exit) registered before the launch is joined: runs after platonic leaves it
+        # registered before the launch is joined, so it runs after platonic leaves the group; the file is named
+        # now, as a default, since the launcher's runpy takes __file__ away before exit
+        def threads(out=Path(__file__).with_name(f"threads-{os.environ['RANK']}.txt")):
             names = sorted(Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task"))
             out.write_text(" ".join(names))
 
